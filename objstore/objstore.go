@@ -1,0 +1,132 @@
+// Package objstore is the object-store seam of lancectx: a small interface with
+// put-if-absent as a first-class operation (Lance commits depend on it), paginated
+// listing, and batch delete with per-key results (maintenance depends on it).
+//
+// Keys are slash-separated, relative to the store's root, never start with "/" and
+// never contain "." or ".." segments. All methods are safe for concurrent use.
+// Stores are strongly consistent for read-after-write and list-after-write.
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them with %w so callers branch with errors.Is.
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("objstore: object not found")
+	// ErrExists: PutIfAbsent found the key already present (a lost commit race).
+	ErrExists = errors.New("objstore: object already exists")
+	// ErrInvalidKey: the key is empty, absolute, or escapes the root.
+	ErrInvalidKey = errors.New("objstore: invalid key")
+	// ErrInvalidRange: a range read asked for a negative offset or length.
+	ErrInvalidRange = errors.New("objstore: invalid range")
+)
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+}
+
+// ListOptions selects one page of a listing.
+type ListOptions struct {
+	// Prefix restricts the listing to keys starting with it (plain string prefix).
+	Prefix string
+	// StartAfter returns only keys strictly greater than it; used for pagination.
+	StartAfter string
+	// Delimiter "/" groups keys below the next "/" after Prefix into CommonPrefixes.
+	// Empty lists every key under Prefix recursively.
+	Delimiter string
+	// MaxKeys bounds Objects+CommonPrefixes of the page; <= 0 means the backend default (1000).
+	MaxKeys int
+}
+
+// ListPage is one page of a listing, in ascending lexical key order.
+type ListPage struct {
+	Objects []ObjectInfo
+	// CommonPrefixes are the grouped "directories" (each ends with the delimiter).
+	CommonPrefixes []string
+	// NextStartAfter is set when more results may follow: pass it as StartAfter.
+	NextStartAfter string
+}
+
+// DefaultMaxKeys is the page size used when ListOptions.MaxKeys is unset.
+const DefaultMaxKeys = 1000
+
+// Reader is the read side of a store.
+type Reader interface {
+	// Get returns the whole object. The caller closes the reader.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// GetRange returns length bytes starting at off; length < 0 reads to the end.
+	// A range past the end is truncated at the end of the object (possibly empty).
+	GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error)
+	// Stat returns the object's size and modification time, or ErrNotFound.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	// List returns one page of keys in ascending lexical order.
+	List(ctx context.Context, opts ListOptions) (ListPage, error)
+}
+
+// Store is a read-write object store.
+type Store interface {
+	Reader
+	// Put stores r under key, replacing any existing object. Readers observe either the
+	// old or the new object, never a partial one.
+	Put(ctx context.Context, key string, r io.Reader) error
+	// PutIfAbsent stores r under key only if no object exists there, atomically: of
+	// concurrent callers for one key exactly one succeeds, the others get ErrExists.
+	PutIfAbsent(ctx context.Context, key string, r io.Reader) error
+	// Delete removes key. A missing object is not an error.
+	Delete(ctx context.Context, key string) error
+	// DeleteBatch removes keys using the backend's batch API where it has one. Missing
+	// objects are not errors. If some keys fail, the error is a *DeleteBatchError naming
+	// them and every other key was deleted; any other error means nothing is known.
+	DeleteBatch(ctx context.Context, keys []string) error
+	// Close releases resources held by the store.
+	Close() error
+}
+
+// DeleteBatchError reports the keys a DeleteBatch could not delete.
+type DeleteBatchError struct {
+	// Failed maps each failed key to its error.
+	Failed map[string]error
+}
+
+func (e *DeleteBatchError) Error() string {
+	keys := make([]string, 0, len(e.Failed))
+	for k := range e.Failed {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "objstore: %d of batch delete failed", len(keys))
+	for i, k := range keys {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(keys)-3)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %v", k, e.Failed[k])
+	}
+	return b.String()
+}
+
+// ValidateKey reports whether key is usable: non-empty, relative, no empty, "." or ".."
+// segments, no NUL or backslash.
+func ValidateKey(key string) error {
+	if key == "" || strings.HasPrefix(key, "/") || strings.ContainsAny(key, "\x00\\") {
+		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
+	}
+	for _, seg := range strings.Split(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("%w: %q", ErrInvalidKey, key)
+		}
+	}
+	return nil
+}
