@@ -25,7 +25,8 @@ var (
 	ErrExists = errors.New("objstore: object already exists")
 	// ErrInvalidKey: the key is empty, absolute, or escapes the root.
 	ErrInvalidKey = errors.New("objstore: invalid key")
-	// ErrInvalidRange: a range read asked for a negative offset or length.
+	// ErrInvalidRange: a range read asked for a negative offset (a negative length
+	// means "to the end" and is valid).
 	ErrInvalidRange = errors.New("objstore: invalid range")
 )
 
@@ -40,10 +41,12 @@ type ObjectInfo struct {
 type ListOptions struct {
 	// Prefix restricts the listing to keys starting with it (plain string prefix).
 	Prefix string
-	// StartAfter returns only keys strictly greater than it; used for pagination.
+	// StartAfter returns only keys and common prefixes strictly greater than it; used
+	// for pagination. A common prefix equal to StartAfter is skipped with everything
+	// below it, so a NextStartAfter that names a common prefix resumes after it.
 	StartAfter string
 	// Delimiter "/" groups keys below the next "/" after Prefix into CommonPrefixes.
-	// Empty lists every key under Prefix recursively.
+	// Empty lists every key under Prefix recursively. No other delimiter is supported.
 	Delimiter string
 	// MaxKeys bounds Objects+CommonPrefixes of the page; <= 0 means the backend default (1000).
 	MaxKeys int
@@ -54,7 +57,8 @@ type ListPage struct {
 	Objects []ObjectInfo
 	// CommonPrefixes are the grouped "directories" (each ends with the delimiter).
 	CommonPrefixes []string
-	// NextStartAfter is set when more results may follow: pass it as StartAfter.
+	// NextStartAfter is set when more results may follow: pass it as StartAfter. It is
+	// the last key or common prefix of this page.
 	NextStartAfter string
 }
 

@@ -1,0 +1,482 @@
+package objstore
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// tmpPrefix names in-flight uploads. List, Get and friends never show such names, and
+// it cannot end in ".manifest", so no Lance reader mistakes a temp file for a commit.
+const tmpPrefix = ".tmp-put-"
+
+// deleteConcurrency bounds DeleteBatch's parallel unlinks.
+const deleteConcurrency = 8
+
+// FileStore is a Store over a local directory; key "a/b" is file root/a/b.
+//
+// Put writes a temp file, fsyncs it and renames it into place; PutIfAbsent hard-links
+// the temp file to the key, so the filesystem decides the one winner without any
+// sidecar file (the filesystem must support hard links). Directories are created as
+// needed and removed when Delete empties them; empty directories are never listed.
+// Unlike object stores, a key cannot also be a "directory" of other keys: with "a/b"
+// stored, Put("a") fails and Get("a") is ErrNotFound. Key segments starting with
+// ".tmp-put-" are reserved (ErrInvalidKey). Symlinks below root are followed.
+type FileStore struct {
+	root string
+}
+
+var _ Store = (*FileStore)(nil)
+
+// NewFile opens the directory root as a store, creating it if missing.
+func NewFile(root string) (*FileStore, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: open %s: %w", root, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("objstore: open %s: %w", root, err)
+	}
+	return &FileStore{root: abs}, nil
+}
+
+// Root returns the absolute directory the store lives in.
+func (s *FileStore) Root() string { return s.root }
+
+func (s *FileStore) path(ctx context.Context, key string) (string, error) {
+	if err := checkKey(ctx, key); err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(key, tmpPrefix) || strings.Contains(key, "/"+tmpPrefix) {
+		return "", fmt.Errorf("%w: %q uses the reserved %s prefix", ErrInvalidKey, key, tmpPrefix)
+	}
+	return filepath.Join(s.root, filepath.FromSlash(key)), nil
+}
+
+// isNotExist also covers ENOTDIR: "a/b" when "a" is a file.
+func isNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func (s *FileStore) open(ctx context.Context, key string) (*os.File, int64, error) {
+	path, err := s.path(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(path)
+	if isNotExist(err) {
+		return nil, 0, notFound(key)
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("objstore: get %s: %w", key, err)
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
+		f.Close()
+		if err != nil {
+			return nil, 0, fmt.Errorf("objstore: get %s: %w", key, err)
+		}
+		return nil, 0, notFound(key)
+	}
+	return f, fi.Size(), nil
+}
+
+// Get returns the open file, which also serves io.ReaderAt and io.Seeker.
+func (s *FileStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	f, _, err := s.open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+type sectionFile struct {
+	*io.SectionReader
+	io.Closer
+}
+
+// GetRange returns length bytes at off (length < 0: to the end), truncated at the end
+// of the file; the reader also serves io.ReaderAt and io.Seeker within the range.
+func (s *FileStore) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if err := checkRange(off); err != nil {
+		return nil, err
+	}
+	f, size, err := s.open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	off = min(off, size)
+	n := size - off
+	if length >= 0 && length < n {
+		n = length
+	}
+	return sectionFile{io.NewSectionReader(f, off, n), f}, nil
+}
+
+// Stat returns the file's size and modification time.
+func (s *FileStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	path, err := s.path(ctx, key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	fi, err := os.Stat(path)
+	if isNotExist(err) || err == nil && fi.IsDir() {
+		return ObjectInfo{}, notFound(key)
+	} else if err != nil {
+		return ObjectInfo{}, fmt.Errorf("objstore: stat %s: %w", key, err)
+	}
+	return ObjectInfo{Key: key, Size: fi.Size(), LastModified: fi.ModTime()}, nil
+}
+
+// Put writes r to a temp file, fsyncs it, renames it over key and fsyncs the directory.
+func (s *FileStore) Put(ctx context.Context, key string, r io.Reader) error {
+	path, err := s.path(ctx, key)
+	if err != nil {
+		return err
+	}
+	tmp, err := s.writeTemp(ctx, path, r)
+	if err == nil {
+		if err = os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+		}
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return fmt.Errorf("objstore: put %s: %w", key, err)
+	}
+	return nil
+}
+
+// PutIfAbsent writes r to a temp file, fsyncs it and hard-links it to key: link(2)
+// fails with EEXIST for every caller but one, and never replaces a file.
+func (s *FileStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) error {
+	path, err := s.path(ctx, key)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(path); err == nil { // a lost race need not upload first
+		return fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	tmp, err := s.writeTemp(ctx, path, r)
+	if err != nil {
+		return fmt.Errorf("objstore: put-if-absent %s: %w", key, err)
+	}
+	err = os.Link(tmp, path)
+	os.Remove(tmp) // once linked, the object exists: a stray temp file is no failure
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return fmt.Errorf("objstore: put-if-absent %s: %w", key, err)
+	}
+	return nil
+}
+
+// writeTemp copies r into a new fsynced temp file in path's directory and returns its name.
+func (s *FileStore) writeTemp(ctx context.Context, path string, r io.Reader) (string, error) {
+	dir := filepath.Dir(path)
+	var f *os.File
+	var err error
+	for range 10 { // a concurrent Delete may prune directories until our file is in
+		if err = s.mkdirs(dir); err == nil {
+			f, err = os.OpenFile(filepath.Join(dir, tmpPrefix+rand.Text()), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(f, ctxReader{ctx, r})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		s.prune(dir)
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// mkdirs is os.MkdirAll below root that also fsyncs each parent that gains an entry,
+// so a durable object is not lost with its directory.
+func (s *FileStore) mkdirs(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() || len(dir) <= len(s.root) {
+		return nil
+	}
+	if err := s.mkdirs(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Delete removes the file and then every directory it leaves empty, up to the root.
+func (s *FileStore) Delete(ctx context.Context, key string) error {
+	path, err := s.path(ctx, key)
+	if err != nil {
+		return err
+	}
+	return s.remove(key, path)
+}
+
+func (s *FileStore) remove(key, path string) error {
+	fi, err := os.Lstat(path)
+	if isNotExist(err) || err == nil && fi.IsDir() {
+		return nil
+	}
+	if err == nil {
+		err = os.Remove(path)
+	}
+	if err != nil && !isNotExist(err) {
+		return fmt.Errorf("objstore: delete %s: %w", key, err)
+	}
+	s.prune(filepath.Dir(path))
+	return nil
+}
+
+// prune removes dir and then its parents below root while they are empty: removing a
+// non-empty directory fails, which ends the climb. A symlink is left alone (unlinking
+// it would succeed whatever it points to).
+func (s *FileStore) prune(dir string) {
+	for ; len(dir) > len(s.root); dir = filepath.Dir(dir) {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || os.Remove(dir) != nil {
+			return
+		}
+	}
+}
+
+// DeleteBatch validates every key first, then deletes with bounded parallelism.
+func (s *FileStore) DeleteBatch(ctx context.Context, keys []string) error {
+	paths := make([]string, len(keys))
+	for i, k := range keys {
+		var err error
+		if paths[i], err = s.path(ctx, k); err != nil {
+			return err
+		}
+	}
+	var mu sync.Mutex
+	failed := map[string]error{}
+	var g errgroup.Group
+	g.SetLimit(deleteConcurrency)
+	for i := range keys {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := s.remove(keys[i], paths[i]); err != nil {
+				mu.Lock()
+				failed[keys[i]] = err
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return &DeleteBatchError{Failed: failed}
+	}
+	return nil
+}
+
+// List walks only the directories that can hold matching keys: it starts at the
+// directory part of Prefix, skips subtrees that sort entirely before StartAfter, and
+// reads (and sorts) one directory at a time until the page is full.
+func (s *FileStore) List(ctx context.Context, opts ListOptions) (ListPage, error) {
+	p, err := newPager(ctx, opts)
+	if err != nil {
+		return ListPage{}, err
+	}
+	dir, name := "", opts.Prefix
+	if i := strings.LastIndexByte(opts.Prefix, '/'); i >= 0 {
+		dir, name = opts.Prefix[:i], opts.Prefix[i+1:]
+		if ValidateKey(dir) != nil { // no key lives below an invalid path
+			return p.page, nil
+		}
+	}
+	_, err = s.walk(ctx, p, dir, name)
+	return p.page, err
+}
+
+type dirEntry struct {
+	key string // ends with "/" for a directory, so sorting by key is key order
+	dir bool
+}
+
+// walk lists directory dir (a key prefix without the trailing "/", "" for root),
+// limited to entries whose name starts with name. It returns false once the page is full.
+// Only files it returns are stat'ed, so paging through a huge directory stays cheap.
+func (s *FileStore) walk(ctx context.Context, p *pager, dir, name string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	full := filepath.Join(s.root, filepath.FromSlash(dir))
+	des, err := readDir(full)
+	if isNotExist(err) {
+		return true, nil
+	} else if err != nil {
+		return false, fmt.Errorf("objstore: list %s: %w", dir, err)
+	}
+	if dir != "" {
+		dir += "/"
+	}
+	after := p.opts.StartAfter
+	var ents []dirEntry
+	for _, de := range des {
+		n := de.Name()
+		if !strings.HasPrefix(n, name) || strings.HasPrefix(n, tmpPrefix) {
+			continue
+		}
+		e := dirEntry{key: dir + n, dir: isDir(full, de)}
+		if e.dir {
+			e.key += "/"
+		}
+		// A file or common prefix must sort after StartAfter; a directory walked
+		// recursively also when StartAfter falls inside it.
+		if e.key > after || e.dir && p.opts.Delimiter == "" && strings.HasPrefix(after, e.key) {
+			ents = append(ents, e)
+		}
+	}
+	slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range ents {
+		path := filepath.Join(s.root, filepath.FromSlash(e.key))
+		switch {
+		case e.dir && p.opts.Delimiter != "":
+			if hasObject(path) && !p.add(e.key, nil) {
+				return false, nil
+			}
+		case e.dir:
+			if more, err := s.walk(ctx, p, strings.TrimSuffix(e.key, "/"), ""); !more || err != nil {
+				return more, err
+			}
+		default:
+			fi, err := os.Stat(path)
+			if err != nil || !fi.Mode().IsRegular() { // deleted meanwhile, or not a file
+				continue
+			}
+			if !p.add(e.key, &ObjectInfo{Key: e.key, Size: fi.Size(), LastModified: fi.ModTime()}) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// readDir reads all entries in directory order, without a stat each.
+func readDir(dir string) ([]fs.DirEntry, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
+// isDir follows a symlink; other entries answer from the directory listing itself.
+func isDir(dir string, de fs.DirEntry) bool {
+	if de.Type()&fs.ModeSymlink == 0 {
+		return de.IsDir()
+	}
+	fi, err := os.Stat(filepath.Join(dir, de.Name()))
+	return err == nil && fi.IsDir()
+}
+
+// hasObject reports whether dir holds a file at any depth, so a directory left empty
+// (by a crash, or a failed Put) is not listed as a common prefix. It stops at the first
+// file, which is usually among the first entries read.
+func hasObject(dir string) bool {
+	d, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	for {
+		des, err := d.ReadDir(64)
+		for _, de := range des {
+			if strings.HasPrefix(de.Name(), tmpPrefix) {
+				continue
+			}
+			path := filepath.Join(dir, de.Name())
+			if fi, err := os.Stat(path); err == nil && (fi.Mode().IsRegular() || fi.IsDir() && hasObject(path)) {
+				return true
+			}
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// SweepTemp removes temp files older than age left by uploads that crashed, and returns
+// how many it removed. It walks the whole tree, so it is a maintenance task, not
+// something to run on every open; age guards uploads still in flight in other processes.
+func (s *FileStore) SweepTemp(ctx context.Context, age time.Duration) (int, error) {
+	cutoff := time.Now().Add(-age)
+	n := 0
+	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
+		if isNotExist(err) { // removed while walking
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), tmpPrefix) {
+			return nil
+		}
+		if fi, err := d.Info(); err != nil || fi.ModTime().After(cutoff) {
+			return nil
+		}
+		if err := os.Remove(path); err != nil && !isNotExist(err) {
+			return err
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("objstore: sweep temp files: %w", err)
+	}
+	return n, nil
+}
+
+// Close is a no-op: the store holds no open files.
+func (s *FileStore) Close() error { return nil }
