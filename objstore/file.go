@@ -480,3 +480,54 @@ func (s *FileStore) SweepTemp(ctx context.Context, age time.Duration) (int, erro
 
 // Close is a no-op: the store holds no open files.
 func (s *FileStore) Close() error { return nil }
+
+var _ Copier = (*FileStore)(nil)
+
+// Copy hard-links src's file to dst, so no bytes move and, like PutIfAbsent, link(2)
+// refuses to replace an existing dst (ErrExists). The two keys then share one inode,
+// which is safe because the store never modifies a file in place: Put replaces by
+// rename. The shared inode's modification time is set to now, as a cloud copy would
+// set it: cleanup that spares objects younger than a grace window must not see a
+// fresh copy as old. (The source's time moves too, which only delays its cleanup.)
+func (s *FileStore) Copy(ctx context.Context, src, dst string) error {
+	srcPath, err := s.path(ctx, src)
+	if err != nil {
+		return err
+	}
+	dstPath, err := s.path(ctx, dst)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(dstPath)
+	for range 10 { // a concurrent Delete may prune dst's directories until the link is in
+		fi, serr := os.Stat(srcPath)
+		if isNotExist(serr) || serr == nil && fi.IsDir() {
+			s.prune(dir)
+			return notFound(src)
+		} else if serr != nil {
+			err = serr
+			break
+		}
+		if err = s.mkdirs(dir); err == nil {
+			err = os.Link(srcPath, dstPath)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %s", ErrExists, dst)
+	}
+	if err == nil {
+		now := time.Now()
+		if err = os.Chtimes(dstPath, now, now); err == nil {
+			err = syncDir(dir)
+		}
+	} else {
+		s.prune(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("objstore: copy %s to %s: %w", src, dst, err)
+	}
+	return nil
+}

@@ -182,3 +182,24 @@ func (m *MemStore) DeleteBatch(ctx context.Context, keys []string) error {
 
 // Close is a no-op: the objects stay readable.
 func (m *MemStore) Close() error { return nil }
+
+var _ Copier = (*MemStore)(nil)
+
+// Copy makes dst share src's immutable bytes, with a fresh modification time as a
+// cloud copy would have; ErrExists if dst exists, ErrNotFound if src is missing.
+func (m *MemStore) Copy(ctx context.Context, src, dst string) error {
+	if err := checkKeys(ctx, []string{src, dst}); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.objects[src]
+	if !ok {
+		return notFound(src)
+	}
+	if _, ok := m.objects[dst]; ok {
+		return fmt.Errorf("%w: %s", ErrExists, dst)
+	}
+	m.objects[dst] = memObject{data: o.data, mod: time.Now().Round(0)}
+	return nil
+}

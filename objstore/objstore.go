@@ -28,7 +28,25 @@ var (
 	// ErrInvalidRange: a range read asked for a negative offset (a negative length
 	// means "to the end" and is valid).
 	ErrInvalidRange = errors.New("objstore: invalid range")
+	// ErrTransient: a failure worth retrying after a pause (5xx, timeouts, resets).
+	// Backends wrap such errors with it; the retry wrapper retries only these.
+	ErrTransient = errors.New("objstore: transient failure")
+	// ErrThrottled: the service asked us to slow down (429, 503 SlowDown, ServerBusy).
+	// It wraps ErrTransient, so errors.Is(err, ErrTransient) holds for it too.
+	ErrThrottled = fmt.Errorf("%w: throttled", ErrTransient)
 )
+
+// IsTransient reports whether err is worth retrying.
+func IsTransient(err error) bool { return errors.Is(err, ErrTransient) }
+
+// Copier is implemented by stores that copy objects without moving the bytes through
+// this process: a hard link on local disk, a server-side copy on S3, Azure and GCS.
+type Copier interface {
+	// Copy creates dst with the content of src. Like PutIfAbsent it fails with ErrExists
+	// when dst is present (so a retried copy is detectably idempotent) and with
+	// ErrNotFound when src is missing.
+	Copy(ctx context.Context, src, dst string) error
+}
 
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {

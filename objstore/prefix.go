@@ -134,3 +134,24 @@ func (p *prefixed) DeleteBatch(ctx context.Context, keys []string) error {
 
 // Close is a no-op: the underlying store belongs to the caller.
 func (p *prefixed) Close() error { return nil }
+
+var (
+	_ Copier             = (*prefixed)(nil)
+	_ BatchDeleteLimiter = (*prefixed)(nil)
+)
+
+// Copy copies within the view; ErrNotSupported when the underlying store cannot.
+func (p *prefixed) Copy(ctx context.Context, src, dst string) error {
+	s, err := p.key(src)
+	if err != nil {
+		return err
+	}
+	d, err := p.key(dst)
+	if err != nil {
+		return err
+	}
+	return CopyVia(ctx, p.s, s, d)
+}
+
+// MaxBatchDelete forwards the underlying store's batch size (0: none declared).
+func (p *prefixed) MaxBatchDelete() int { return MaxBatchDeleteOf(p.s) }
