@@ -1,0 +1,550 @@
+package file
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/lancectx/lancectx/lance/format/encodingspb"
+	"github.com/lancectx/lancectx/lance/format/file2pb"
+	"github.com/lancectx/lancectx/lance/format/filepb"
+	"github.com/lancectx/lancectx/lance/schema"
+)
+
+// Source is random access to the bytes of one file (a local file, an object-store
+// object, a byte slice). ReadRange must return exactly length bytes or an error; it
+// may be called concurrently.
+type Source interface {
+	ReadRange(ctx context.Context, off, length int64) ([]byte, error)
+}
+
+type bytesSource []byte
+
+// BytesSource serves reads from an in-memory file. Arrays returned by Read and Take may
+// reference b (values are not copied when one page covers a whole result), so b must
+// not be modified while they are in use.
+func BytesSource(b []byte) Source { return bytesSource(b) }
+
+func (b bytesSource) ReadRange(ctx context.Context, off, length int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if off < 0 || length < 0 || off > int64(len(b)) || length > int64(len(b))-off {
+		return nil, fmt.Errorf("lance file: read [%d,+%d) outside %d bytes", off, length, len(b))
+	}
+	return b[off : off+length : off+length], nil
+}
+
+type readerAtSource struct{ r io.ReaderAt }
+
+// ReaderAtSource serves reads from an io.ReaderAt such as an *os.File.
+func ReaderAtSource(r io.ReaderAt) Source { return readerAtSource{r} }
+
+func (s readerAtSource) ReadRange(ctx context.Context, off, length int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if off < 0 || length < 0 {
+		return nil, fmt.Errorf("lance file: invalid read [%d,+%d)", off, length)
+	}
+	b := make([]byte, length)
+	n, err := s.r.ReadAt(b, off)
+	if n == len(b) {
+		return b, nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return nil, err
+}
+
+// Reader decodes one Lance 2.0 data file. It holds the parsed metadata only; page data
+// is fetched on demand by Read and Take. A Reader is safe for concurrent use.
+type Reader struct {
+	src          Source
+	size         int64
+	major, minor uint16
+	schema       *schema.Schema
+	rows         uint64
+	cols         []column
+	colOf        map[int32]int           // field id -> column index
+	binaryAsList map[int32]bool          // utf8/binary fields stored as list<u8> (2 columns)
+	top          map[int32]*schema.Field // top-level fields by id
+	// maxDecode bounds the Arrow bytes one Read/Take may produce (tests lower it).
+	maxDecode int64
+}
+
+type bufRange struct{ pos, size uint64 }
+
+type column struct {
+	pages []pageInfo
+}
+
+type pageInfo struct {
+	first, rows uint64
+	bufs        []bufRange
+	// raw is the serialized Any holding the page's ArrayEncoding; it is decoded on first
+	// use (most of Open's cost otherwise) and cached in enc.
+	raw []byte
+	off int64 // of the column metadata, for errors
+	enc atomic.Pointer[pb.ArrayEncoding]
+}
+
+// encoding returns the page's encoding tree, decoding it on first use. Concurrent first
+// uses may both decode; either result is kept.
+func (p *pageInfo) encoding() (*pb.ArrayEncoding, error) {
+	if e := p.enc.Load(); e != nil {
+		return e, nil
+	}
+	var a anypb.Any
+	if err := proto.Unmarshal(p.raw, &a); err != nil {
+		return nil, corruptf(p.off, "page encoding: %v", err)
+	}
+	if !typeURLMatches(a.GetTypeUrl(), arrayEncodingURL) {
+		return nil, corruptf(p.off, "page encoding has type %q, want %s", a.GetTypeUrl(), arrayEncodingURL)
+	}
+	e := &pb.ArrayEncoding{}
+	if err := proto.Unmarshal(a.GetValue(), e); err != nil {
+		return nil, corruptf(p.off, "page encoding: %v", err)
+	}
+	p.enc.Store(e)
+	return e, nil
+}
+
+// Open reads and validates the footer, offset tables, file descriptor and column
+// metadata of the size-byte file behind src. Small files need a single read (the last
+// 64 KiB); larger metadata costs one more.
+func Open(ctx context.Context, src Source, size int64) (*Reader, error) {
+	if size < footerSize {
+		return nil, corruptf(0, "file is %d bytes, smaller than the %d-byte footer", size, footerSize)
+	}
+	tailLen := min(size, tailReadSize)
+	tail, err := readExact(ctx, src, size-tailLen, tailLen)
+	if err != nil {
+		return nil, err
+	}
+	m := &metaReader{ctx: ctx, src: src, size: size, tail: tail, tailStart: size - tailLen}
+	ft, err := parseFooter(tail[len(tail)-footerSize:], size-footerSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVersion(ft.major, ft.minor); err != nil {
+		return nil, err
+	}
+	end := uint64(size - footerSize)
+	if ft.numGlobalBuffers == 0 {
+		return nil, corruptf(size-footerSize, "no global buffers (the schema lives in global buffer 0)")
+	}
+	if uint64(ft.numColumns) > end/16 || uint64(ft.numGlobalBuffers) > end/16 {
+		return nil, corruptf(size-footerSize, "implausible table sizes: %d columns, %d global buffers", ft.numColumns, ft.numGlobalBuffers)
+	}
+	cmoLen := 16 * uint64(ft.numColumns)
+	gboLen := 16 * uint64(ft.numGlobalBuffers)
+	if ft.gboTableStart > end || gboLen > end-ft.gboTableStart {
+		return nil, corruptf(size-footerSize, "global buffer table [%d,+%d) outside the file", ft.gboTableStart, gboLen)
+	}
+	if ft.cmoTableStart > end || cmoLen > end-ft.cmoTableStart {
+		return nil, corruptf(size-footerSize, "column metadata table [%d,+%d) outside the file", ft.cmoTableStart, cmoLen)
+	}
+	if ft.columnMetaStart > ft.cmoTableStart {
+		return nil, corruptf(size-footerSize, "column metadata starts at %d after its offset table at %d", ft.columnMetaStart, ft.cmoTableStart)
+	}
+	gbo, err := m.get(ft.gboTableStart, gboLen)
+	if err != nil {
+		return nil, err
+	}
+	gb0 := bufRange{binary.LittleEndian.Uint64(gbo), binary.LittleEndian.Uint64(gbo[8:])}
+	if gb0.pos > end || gb0.size > end-gb0.pos {
+		return nil, corruptf(int64(ft.gboTableStart), "global buffer 0 [%d,+%d) outside the file", gb0.pos, gb0.size)
+	}
+	// Lance keeps global buffer 0 right before the column metadata: fetch both at once.
+	if err := m.ensure(min(gb0.pos, ft.columnMetaStart, ft.cmoTableStart)); err != nil {
+		return nil, err
+	}
+	fdBytes, err := m.get(gb0.pos, gb0.size)
+	if err != nil {
+		return nil, err
+	}
+	var fd filepb.FileDescriptor
+	if err := proto.Unmarshal(fdBytes, &fd); err != nil {
+		return nil, corruptf(int64(gb0.pos), "file descriptor: %v", err)
+	}
+	sch, err := schema.FromProto(fd.GetSchema().GetFields(), fd.GetSchema().GetMetadata())
+	if err != nil {
+		return nil, &CorruptionError{Offset: int64(gb0.pos), Msg: "file schema: " + err.Error()}
+	}
+	r := &Reader{
+		src: src, size: size, major: ft.major, minor: ft.minor,
+		schema: sch, rows: fd.GetLength(),
+		colOf: make(map[int32]int), top: make(map[int32]*schema.Field), binaryAsList: make(map[int32]bool),
+		maxDecode: defaultMaxDecodeBytes,
+	}
+	cmo, err := m.get(ft.cmoTableStart, cmoLen)
+	if err != nil {
+		return nil, err
+	}
+	r.cols = make([]column, ft.numColumns)
+	for i := range r.cols {
+		p := binary.LittleEndian.Uint64(cmo[16*i:])
+		l := binary.LittleEndian.Uint64(cmo[16*i+8:])
+		if p > end || l > end-p {
+			return nil, corruptf(int64(ft.cmoTableStart)+16*int64(i), "column %d metadata [%d,+%d) outside the file", i, p, l)
+		}
+		b, err := m.get(p, l)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.parseColumn(i, b, int64(p), end); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.mapColumns(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func readExact(ctx context.Context, src Source, off, n int64) ([]byte, error) {
+	b, err := src.ReadRange(ctx, off, n)
+	if err != nil {
+		return nil, fmt.Errorf("lance file: read [%d,+%d): %w", off, n, err)
+	}
+	if int64(len(b)) != n {
+		return nil, fmt.Errorf("lance file: short read at %d: got %d of %d bytes", off, len(b), n)
+	}
+	return b, nil
+}
+
+// metaReader serves metadata reads out of the tail it has fetched, extending it once.
+type metaReader struct {
+	ctx       context.Context
+	src       Source
+	size      int64
+	tail      []byte
+	tailStart int64
+}
+
+// ensure makes the tail cover [start, size).
+func (m *metaReader) ensure(start uint64) error {
+	if int64(start) >= m.tailStart {
+		return nil
+	}
+	if m.size-int64(start) > maxMetadataBytes {
+		return corruptf(int64(start), "metadata region of %d bytes exceeds the %d-byte limit", m.size-int64(start), maxMetadataBytes)
+	}
+	extra, err := readExact(m.ctx, m.src, int64(start), m.tailStart-int64(start))
+	if err != nil {
+		return err
+	}
+	m.tail = append(extra, m.tail...)
+	m.tailStart = int64(start)
+	return nil
+}
+
+func (m *metaReader) get(pos, n uint64) ([]byte, error) {
+	if int64(pos) >= m.tailStart {
+		o := int64(pos) - m.tailStart
+		return m.tail[o : o+int64(n)], nil
+	}
+	if n > maxMetadataBytes {
+		return nil, corruptf(int64(pos), "metadata item of %d bytes exceeds the %d-byte limit", n, maxMetadataBytes)
+	}
+	return readExact(m.ctx, m.src, int64(pos), int64(n))
+}
+
+func (r *Reader) parseColumn(i int, b []byte, off int64, end uint64) error {
+	var cm file2pb.ColumnMetadata
+	if err := proto.Unmarshal(b, &cm); err != nil {
+		return corruptf(off, "column %d metadata: %v", i, err)
+	}
+	if e := cm.GetEncoding(); e != nil && e.GetLocation() != nil {
+		d := e.GetDirect()
+		if d == nil {
+			return fmt.Errorf("%w: column %d: encoding not stored inline", ErrUnsupportedEncoding, i)
+		}
+		var a anypb.Any
+		if err := proto.Unmarshal(d.GetEncoding(), &a); err != nil {
+			return corruptf(off, "column %d encoding: %v", i, err)
+		}
+		if !typeURLMatches(a.GetTypeUrl(), columnEncodingURL) {
+			return corruptf(off, "column %d encoding has type %q", i, a.GetTypeUrl())
+		}
+		var ce pb.ColumnEncoding
+		if err := proto.Unmarshal(a.GetValue(), &ce); err != nil {
+			return corruptf(off, "column %d encoding: %v", i, err)
+		}
+		switch ce.GetColumnEncoding().(type) {
+		case *pb.ColumnEncoding_Values, nil:
+		case *pb.ColumnEncoding_ZoneIndex:
+			return fmt.Errorf("%w: column %d has a zone index column encoding", ErrUnsupportedEncoding, i)
+		case *pb.ColumnEncoding_Blob:
+			return fmt.Errorf("%w: column %d is a blob column", ErrUnsupportedEncoding, i)
+		}
+	}
+	col := &r.cols[i]
+	col.pages = make([]pageInfo, len(cm.GetPages()))
+	var first uint64
+	for j, p := range cm.GetPages() {
+		if len(p.GetBufferOffsets()) != len(p.GetBufferSizes()) {
+			return corruptf(off, "column %d page %d: %d buffer offsets but %d sizes", i, j, len(p.GetBufferOffsets()), len(p.GetBufferSizes()))
+		}
+		pi := &col.pages[j]
+		pi.first, pi.rows, pi.off = first, p.GetLength(), off
+		pi.bufs = make([]bufRange, len(p.GetBufferOffsets()))
+		for k, bo := range p.GetBufferOffsets() {
+			bs := p.GetBufferSizes()[k]
+			if bo > end || bs > end-bo {
+				return corruptf(off, "column %d page %d buffer %d [%d,+%d) outside the file", i, j, k, bo, bs)
+			}
+			pi.bufs[k] = bufRange{bo, bs}
+		}
+		d := p.GetEncoding().GetDirect()
+		if d == nil {
+			return corruptf(off, "column %d page %d has no inline encoding", i, j)
+		}
+		pi.raw = d.GetEncoding()
+		if first+pi.rows < first {
+			return corruptf(off, "column %d: page row counts overflow", i)
+		}
+		first += pi.rows
+	}
+	return nil
+}
+
+// mapColumns assigns columns to fields: in 2.0 every field, parents included, owns one
+// column, in schema pre-order. Early 2.0 writers stored utf8/binary as list<u8> in two
+// columns (offsets, bytes); such fields are recognized by their List pages.
+func (r *Reader) mapColumns() error {
+	next := 0
+	var assign func(f *schema.Field) error
+	assign = func(f *schema.Field) error {
+		if next >= len(r.cols) {
+			return corruptf(-1, "file has %d columns, fewer than its fields need", len(r.cols))
+		}
+		c := next
+		r.colOf[f.ID] = c
+		next++
+		var first *pb.ArrayEncoding
+		if pages := r.cols[c].pages; len(pages) > 0 && (isBinaryLike(f.Type) || f.Type.ID() == arrow.STRUCT) {
+			var err error
+			if first, err = pages[0].encoding(); err != nil {
+				return err
+			}
+		}
+		switch f.Type.ID() {
+		case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+			if first.GetList() != nil {
+				r.binaryAsList[f.ID] = true
+				next++ // the u8 items column
+			}
+		case arrow.STRUCT:
+			if first.GetPackedStruct() != nil {
+				return fmt.Errorf("%w: packed struct field %q", ErrUnsupportedEncoding, f.Name)
+			}
+		}
+		for _, ch := range f.Children {
+			if err := assign(ch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, f := range r.schema.Fields {
+		if err := assign(f); err != nil {
+			return err
+		}
+	}
+	if next != len(r.cols) {
+		return corruptf(-1, "file has %d columns, its fields need %d", len(r.cols), next)
+	}
+	for _, f := range r.schema.Fields {
+		r.top[f.ID] = f
+		c := &r.cols[r.colOf[f.ID]]
+		var total uint64
+		for i := range c.pages {
+			total += c.pages[i].rows
+		}
+		if total != r.rows {
+			return corruptf(-1, "column of field %q has %d rows, file has %d", f.Name, total, r.rows)
+		}
+	}
+	return nil
+}
+
+func isBinaryLike(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+		return true
+	}
+	return false
+}
+
+// Schema is the file's schema (field ids as stored).
+func (r *Reader) Schema() *schema.Schema { return r.schema }
+
+// NumRows is the number of rows in the file.
+func (r *Reader) NumRows() uint64 { return r.rows }
+
+// Version is the version in the footer: (0, 3) for files written as 2.0 by Lance.
+func (r *Reader) Version() (major, minor uint16) { return r.major, r.minor }
+
+// Size is the file size given to Open.
+func (r *Reader) Size() int64 { return r.size }
+
+// NumPages returns the number of pages of the column of field id (any depth), or -1.
+func (r *Reader) NumPages(id int32) int {
+	c, ok := r.colOf[id]
+	if !ok {
+		return -1
+	}
+	return len(r.cols[c].pages)
+}
+
+func (r *Reader) projection(fieldIDs []int32) ([]*schema.Field, *arrow.Schema, error) {
+	fields := make([]*schema.Field, len(fieldIDs))
+	afs := make([]arrow.Field, len(fieldIDs))
+	for i, id := range fieldIDs {
+		f, ok := r.top[id]
+		if !ok {
+			if r.schema.FieldByID(id) != nil {
+				return nil, nil, fmt.Errorf("lance file: field %d is nested; read its top-level field", id)
+			}
+			return nil, nil, fmt.Errorf("lance file: no field %d in file", id)
+		}
+		fields[i] = f
+		afs[i] = f.Arrow()
+	}
+	return fields, arrow.NewSchema(afs, nil), nil
+}
+
+// Read decodes rows [start, end) of the given top-level fields (by id; output columns
+// in the given order). Only the pages overlapping the range are fetched. Columns are
+// decoded concurrently.
+func (r *Reader) Read(ctx context.Context, fieldIDs []int32, start, end uint64) (arrow.RecordBatch, error) {
+	if start > end || end > r.rows {
+		return nil, fmt.Errorf("lance file: rows [%d,%d) outside [0,%d)", start, end, r.rows)
+	}
+	return r.decode(ctx, fieldIDs, []rowRange{{start, end}}, end-start)
+}
+
+// Take decodes the given rows (ascending; repeats allowed) of the given top-level
+// fields. Every page is fetched at most once per call.
+func (r *Reader) Take(ctx context.Context, fieldIDs []int32, rows []uint64) (arrow.RecordBatch, error) {
+	var ranges []rowRange
+	for i, row := range rows {
+		if row >= r.rows {
+			return nil, fmt.Errorf("lance file: row %d outside [0,%d)", row, r.rows)
+		}
+		if i > 0 && row < rows[i-1] {
+			return nil, fmt.Errorf("lance file: take rows must be ascending (%d after %d)", row, rows[i-1])
+		}
+		if n := len(ranges); n > 0 && ranges[n-1].end == row {
+			ranges[n-1].end++
+		} else {
+			ranges = append(ranges, rowRange{row, row + 1})
+		}
+	}
+	return r.decode(ctx, fieldIDs, ranges, uint64(len(rows)))
+}
+
+type rowRange struct{ start, end uint64 }
+
+func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange, n uint64) (arrow.RecordBatch, error) {
+	fields, sch, err := r.projection(fieldIDs)
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]arrow.Array, len(fields))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	bud := newBudget(r.maxDecode)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for i, f := range fields {
+		g.Go(func() error {
+			d, err := r.newDecoder(f, bud)
+			if err != nil {
+				return err
+			}
+			d.reserve(int(n))
+			for _, rg := range ranges {
+				if err := d.appendRange(gctx, rg.start, rg.end); err != nil {
+					return fmt.Errorf("lance file: field %q: %w", f.Name, err)
+				}
+			}
+			data, err := d.finish()
+			if err != nil {
+				return fmt.Errorf("lance file: field %q: %w", f.Name, err)
+			}
+			cols[i] = array.MakeFromData(data)
+			data.Release()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i, c := range cols {
+		if uint64(c.Len()) != n {
+			return nil, corruptf(-1, "field %q decoded %d rows, want %d", fields[i].Name, c.Len(), n)
+		}
+	}
+	return array.NewRecordBatch(sch, cols, int64(n)), nil
+}
+
+// pagesFor returns the index range of the non-empty pages of col overlapping [start, end).
+func (c *column) pagesFor(start, end uint64) (int, int) {
+	lo := sort.Search(len(c.pages), func(i int) bool { return c.pages[i].first+c.pages[i].rows > start })
+	hi := lo
+	for hi < len(c.pages) && c.pages[hi].first < end {
+		hi++
+	}
+	return lo, hi
+}
+
+// fetchPage reads the buffers of page p, with one request when they are (nearly)
+// contiguous, as Lance writes them.
+func (r *Reader) fetchPage(ctx context.Context, p *pageInfo) ([][]byte, error) {
+	out := make([][]byte, len(p.bufs))
+	if len(p.bufs) == 0 {
+		return out, nil
+	}
+	lo, hi, sum := p.bufs[0].pos, uint64(0), uint64(0)
+	for _, b := range p.bufs {
+		lo = min(lo, b.pos)
+		hi = max(hi, b.pos+b.size)
+		sum += b.size
+	}
+	if hi-lo <= sum+uint64(len(p.bufs))*alignment+4096 {
+		all, err := readExact(ctx, r.src, int64(lo), int64(hi-lo))
+		if err != nil {
+			return nil, err
+		}
+		for i, b := range p.bufs {
+			out[i] = all[b.pos-lo : b.pos-lo+b.size : b.pos-lo+b.size]
+		}
+		return out, nil
+	}
+	for i, b := range p.bufs {
+		buf, err := readExact(ctx, r.src, int64(b.pos), int64(b.size))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = buf
+	}
+	return out, nil
+}
