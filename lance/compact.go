@@ -1,0 +1,327 @@
+package lance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lancectx/lancectx/lance/format/tablepb"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// CompactOptions tune a compaction pass.
+type CompactOptions struct {
+	// TargetRowsPerFragment: fragments with fewer live rows are merged with neighbours
+	// (default 1,048,576, Lance's default).
+	TargetRowsPerFragment int64
+	// TargetBytesPerFragment: a fragment whose data files reach this size is never
+	// merged, whatever its row count (default 1 GiB).
+	TargetBytesPerFragment int64
+	// MaterializeDeletionsThreshold: a fragment whose deleted/physical rows ratio is above
+	// it is rewritten without the deleted rows even if it is large. 0 means any deletion
+	// (lancectx's default; Lance's is 0.1).
+	MaterializeDeletionsThreshold float64
+	// KeepDeletions disables materializing deletions altogether.
+	KeepDeletions bool
+	// BatchRows is the number of rows read per batch while rewriting (default 8192). With
+	// PageBytes it bounds the memory of a pass, whatever the dataset size.
+	BatchRows int
+	// PageBytes is the per-column page buffer of the file writer (default 8 MiB).
+	PageBytes int
+	// MaxGroups bounds the groups rewritten in one pass (0: all); the rest waits for the
+	// next pass, which plans again from the new latest version.
+	MaxGroups int
+	// Logger receives the pass summary; Name identifies the dataset in it.
+	Logger *slog.Logger
+	Name   string
+}
+
+func (o *CompactOptions) defaults() {
+	if o.TargetRowsPerFragment <= 0 {
+		o.TargetRowsPerFragment = 1 << 20
+	}
+	if o.TargetBytesPerFragment <= 0 {
+		o.TargetBytesPerFragment = 1 << 30
+	}
+	if o.BatchRows <= 0 {
+		o.BatchRows = 8192
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// CompactResult reports what a compaction pass did.
+type CompactResult struct {
+	FragmentsRemoved    int     `json:"fragments_removed"`
+	FragmentsAdded      int     `json:"fragments_added"`
+	FilesRemoved        int     `json:"files_removed"`
+	FilesAdded          int     `json:"files_added"`
+	RowsWritten         int64   `json:"rows_written"`
+	BytesRead           int64   `json:"bytes_read"`
+	BytesWritten        int64   `json:"bytes_written"`
+	DeletedRowsRemoved  int64   `json:"deleted_rows_removed"`
+	GroupsPlanned       int     `json:"groups_planned"`
+	GroupsDone          int     `json:"groups_done"`
+	Version             uint64  `json:"version"`
+	Complete            bool    `json:"complete"`
+	Seconds             float64 `json:"seconds"`
+	SkippedIndexedFrags int     `json:"skipped_indexed_fragments"`
+}
+
+// compactionGroup is a run of neighbouring fragments rewritten into new ones.
+type compactionGroup struct {
+	old []*tablepb.DataFragment
+	new []*tablepb.DataFragment
+}
+
+// planCompaction picks groups of neighbouring fragments to rewrite. A fragment is a
+// candidate when it is small (rows and bytes under the targets) or carries deletions to
+// materialize; fragments covered by an index are left alone, because lancectx cannot
+// remap index row addresses. A group that would rewrite one fragment with nothing to
+// materialize is dropped.
+func planCompaction(frags []*tablepb.DataFragment, indexed map[uint64]bool, o CompactOptions) ([][]*tablepb.DataFragment, int) {
+	var groups [][]*tablepb.DataFragment
+	var cur []*tablepb.DataFragment
+	var curRows int64
+	skipped := 0
+	flush := func() {
+		if len(cur) > 1 || (len(cur) == 1 && hasDeletionsToMaterialize(cur[0], o)) {
+			groups = append(groups, cur)
+		}
+		cur, curRows = nil, 0
+	}
+	for _, f := range frags {
+		if indexed[f.GetId()] {
+			skipped++
+			flush()
+			continue
+		}
+		live := int64(f.GetPhysicalRows()) - int64(f.GetDeletionFile().GetNumDeletedRows())
+		small := live < o.TargetRowsPerFragment && fragmentBytes(f) < o.TargetBytesPerFragment
+		if !small && !hasDeletionsToMaterialize(f, o) {
+			flush()
+			continue
+		}
+		if len(cur) > 0 && curRows+live > o.TargetRowsPerFragment {
+			flush()
+		}
+		cur = append(cur, f)
+		curRows += live
+	}
+	flush()
+	return groups, skipped
+}
+
+func hasDeletionsToMaterialize(f *tablepb.DataFragment, o CompactOptions) bool {
+	if o.KeepDeletions || f.GetDeletionFile() == nil || f.GetPhysicalRows() == 0 {
+		return false
+	}
+	ratio := float64(f.GetDeletionFile().GetNumDeletedRows()) / float64(f.GetPhysicalRows())
+	return ratio > o.MaterializeDeletionsThreshold
+}
+
+func fragmentBytes(f *tablepb.DataFragment) int64 {
+	var n int64
+	for _, df := range f.GetFiles() {
+		n += int64(df.GetFileSizeBytes())
+	}
+	return n
+}
+
+// indexedFragments returns the fragment ids any index covers.
+func indexedFragments(idx *tablepb.IndexSection) (map[uint64]bool, error) {
+	out := map[uint64]bool{}
+	for _, im := range idx.GetIndices() {
+		if len(im.GetFragmentBitmap()) == 0 {
+			continue
+		}
+		bm := roaring.New()
+		if err := bm.UnmarshalBinary(im.GetFragmentBitmap()); err != nil {
+			return nil, corruptf("index "+im.GetName(), "fragment bitmap: %v", err)
+		}
+		it := bm.Iterator()
+		for it.HasNext() {
+			out[uint64(it.Next())] = true
+		}
+	}
+	return out, nil
+}
+
+// Compact rewrites small fragments (and fragments with deletions) of this version into
+// fragments of the target size, streaming rows through bounded batches, and commits
+// like Lance: ReserveFragments, then Rewrite with the reserved ids. Indices and table
+// metadata carry over. It returns the dataset at the new version (d itself when there
+// was nothing to do).
+func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, CompactResult, error) {
+	start := time.Now()
+	o.defaults()
+	var res CompactResult
+	if err := d.checkWritable(); err != nil {
+		return nil, res, err
+	}
+	indexed, err := indexedFragments(d.mf.Indices)
+	if err != nil {
+		return nil, res, err
+	}
+	plan, skipped := planCompaction(d.Fragments(), indexed, o)
+	res.GroupsPlanned, res.SkippedIndexedFrags = len(plan), skipped
+	res.Version = d.Version()
+	if len(plan) == 0 {
+		res.Complete = true
+		return d, res, nil
+	}
+	if o.MaxGroups > 0 && len(plan) > o.MaxGroups {
+		plan = plan[:o.MaxGroups]
+	}
+	wopts := WriteOptions{MaxRowsPerFile: o.TargetRowsPerFragment, MaxBytesPerFile: o.TargetBytesPerFragment, PageBytes: o.PageBytes}
+	wopts.defaults()
+	groups := make([]compactionGroup, 0, len(plan))
+	var total uint32
+	for _, old := range plan {
+		newFrags, err := d.rewriteGroup(ctx, old, o, wopts, &res)
+		if err != nil {
+			return nil, res, err
+		}
+		groups = append(groups, compactionGroup{old: old, new: newFrags})
+		total += uint32(len(newFrags))
+	}
+	readVersion := d.Version()
+	copts := commitOptions{readVersion: &readVersion}
+	reserved, err := commit(ctx, d.store, d, &reserveOp{n: total}, copts)
+	if err != nil {
+		return nil, res, fmt.Errorf("compact: reserve fragment ids: %w", err)
+	}
+	next := uint64(reserved.Manifest().GetMaxFragmentId()) + 1 - uint64(total)
+	for _, g := range groups {
+		for _, f := range g.new {
+			f.Id = next
+			next++
+		}
+	}
+	out, err := commit(ctx, d.store, reserved, &rewriteOp{groups: groups}, copts)
+	if err != nil {
+		return nil, res, fmt.Errorf("compact: commit rewrite: %w", err)
+	}
+	for _, g := range groups {
+		res.FragmentsRemoved += len(g.old)
+		res.FragmentsAdded += len(g.new)
+		for _, f := range g.old {
+			res.FilesRemoved += len(f.GetFiles())
+			res.BytesRead += fragmentBytes(f)
+			res.DeletedRowsRemoved += int64(f.GetDeletionFile().GetNumDeletedRows())
+		}
+		for _, f := range g.new {
+			res.FilesAdded += len(f.GetFiles())
+			res.BytesWritten += fragmentBytes(f)
+		}
+	}
+	res.GroupsDone = len(groups)
+	res.Complete = len(groups) == res.GroupsPlanned
+	res.Version = out.Version()
+	res.Seconds = time.Since(start).Seconds()
+	o.Logger.Info("lance compaction", "dataset", o.Name, "version", res.Version, "fragments_removed", res.FragmentsRemoved,
+		"fragments_added", res.FragmentsAdded, "rows_written", res.RowsWritten, "bytes_written", res.BytesWritten,
+		"deleted_rows_removed", res.DeletedRowsRemoved, "complete", res.Complete, "seconds", res.Seconds)
+	out.uri = d.uri
+	return out, res, nil
+}
+
+// rewriteGroup streams the live rows of a group into new data files (ids unassigned).
+func (d *Dataset) rewriteGroup(ctx context.Context, old []*tablepb.DataFragment, o CompactOptions, wopts WriteOptions, res *CompactResult) ([]*tablepb.DataFragment, error) {
+	ids := make([]uint64, len(old))
+	for i, f := range old {
+		ids[i] = f.GetId()
+	}
+	s, err := d.Scan(ctx, ScanOptions{Fragments: ids, BatchSize: o.BatchRows, Parallelism: 2})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	counted := &countingReader{Scanner: s}
+	frags, err := writeFragments(ctx, d.store, d.schema, counted, wopts)
+	if err != nil {
+		return nil, fmt.Errorf("compact: rewrite fragments %v: %w", ids, err)
+	}
+	res.RowsWritten += counted.rows
+	return frags, nil
+}
+
+// countingReader counts the rows passing through a scan.
+type countingReader struct {
+	*Scanner
+	rows int64
+}
+
+func (c *countingReader) Next() bool {
+	if !c.Scanner.Next() {
+		return false
+	}
+	c.rows += c.Scanner.RecordBatch().NumRows()
+	return true
+}
+
+// rewriteOp replaces groups of fragments by their rewritten copies (same rows).
+type rewriteOp struct {
+	groups []compactionGroup
+}
+
+func (o *rewriteOp) name() string { return "rewrite" }
+
+func (o *rewriteOp) fill(txn *tablepb.Transaction) {
+	rw := &tablepb.Transaction_Rewrite{}
+	for _, g := range o.groups {
+		rw.Groups = append(rw.Groups, &tablepb.Transaction_Rewrite_RewriteGroup{OldFragments: g.old, NewFragments: g.new})
+	}
+	txn.Operation = &tablepb.Transaction_Rewrite_{Rewrite: rw}
+}
+
+func (o *rewriteOp) apply(_ context.Context, _ objstore.Store, base *manifestFile) (*manifestFile, error) {
+	next := cloneBase(base)
+	pos := map[uint64]int{}
+	for i, f := range next.Manifest.Fragments {
+		pos[f.GetId()] = i
+	}
+	replace := map[int][]*tablepb.DataFragment{}
+	drop := map[int]bool{}
+	for _, g := range o.groups {
+		first := -1
+		for _, f := range g.old {
+			i, ok := pos[f.GetId()]
+			if !ok || !proto.Equal(next.Manifest.Fragments[i], f) {
+				return nil, fmt.Errorf("%w: fragment %d changed while it was compacted", errRetryOp, f.GetId())
+			}
+			if first < 0 || i < first {
+				first = i
+			}
+			drop[i] = true
+		}
+		replace[first] = g.new
+	}
+	var frags []*tablepb.DataFragment
+	for i, f := range next.Manifest.Fragments {
+		if nf, ok := replace[i]; ok {
+			frags = append(frags, cloneFragments(nf)...)
+			continue
+		}
+		if !drop[i] {
+			frags = append(frags, f)
+		}
+	}
+	next.Manifest.Fragments = frags
+	return next, nil
+}
+
+func (o *rewriteOp) rebase(other *tablepb.Transaction) error {
+	mine := map[uint64]bool{}
+	for _, g := range o.groups {
+		for _, f := range g.old {
+			mine[f.GetId()] = true
+		}
+	}
+	return rebaseDisjoint(mine, other)
+}

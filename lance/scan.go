@@ -1,0 +1,603 @@
+package lance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lancectx/lancectx/lance/expr"
+	"github.com/lancectx/lancectx/lance/file"
+	"github.com/lancectx/lancectx/lance/format/tablepb"
+	"github.com/lancectx/lancectx/lance/schema"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// RowIDColumn is the name of the row id column a scan adds on request. Without stable row
+// ids (lancectx never enables them) a row id is the row address: fragment_id<<32 | offset.
+const RowIDColumn = "_rowid"
+
+// ScanOptions select what a scan returns.
+type ScanOptions struct {
+	// Columns to return, in order; nil returns every column of the table.
+	Columns []string
+	// Filter is a SQL predicate (see package expr); empty keeps every row.
+	Filter string
+	// Offset skips this many matching rows.
+	Offset int64
+	// Limit stops after this many rows; 0 means no limit.
+	Limit int64
+	// WithRowID appends the _rowid column.
+	WithRowID bool
+	// BatchSize is the number of physical rows read per batch (default 8192).
+	BatchSize int
+	// Fragments restricts the scan to these fragment ids (nil: all).
+	Fragments []uint64
+	// Parallelism is the number of fragments read ahead concurrently (default 4).
+	Parallelism int
+}
+
+// Scanner iterates the batches of a scan in table order. It implements
+// array.RecordReader; call Release when done (it stops the read-ahead).
+type Scanner struct {
+	schema *arrow.Schema
+	cancel context.CancelFunc
+	out    chan scanItem
+	wg     sync.WaitGroup
+	cur    arrow.RecordBatch
+	err    error
+	refs   int64
+}
+
+type scanItem struct {
+	rec arrow.RecordBatch
+	err error
+}
+
+// Scan starts a scan of this version.
+func (d *Dataset) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
+	plan, err := d.planScan(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Scanner{schema: plan.outSchema, cancel: cancel, out: make(chan scanItem, 2), refs: 1}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(s.out)
+		plan.run(ctx, d.store, s.out)
+	}()
+	return s, nil
+}
+
+// Schema is the schema of the batches.
+func (s *Scanner) Schema() *arrow.Schema { return s.schema }
+
+// Next advances to the next batch; it returns false at the end or on error (see Err).
+func (s *Scanner) Next() bool {
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	if s.err != nil {
+		return false
+	}
+	it, ok := <-s.out
+	if !ok {
+		return false
+	}
+	if it.err != nil {
+		s.err = it.err
+		return false
+	}
+	s.cur = it.rec
+	return true
+}
+
+// RecordBatch is the current batch, valid until the next call to Next.
+func (s *Scanner) RecordBatch() arrow.RecordBatch { return s.cur }
+
+// Record is RecordBatch, for the array.RecordReader interface.
+//
+// Deprecated: use RecordBatch.
+func (s *Scanner) Record() arrow.RecordBatch { return s.cur }
+
+// Err is the error that ended the scan, if any.
+func (s *Scanner) Err() error { return s.err }
+
+// Retain is part of array.RecordReader.
+func (s *Scanner) Retain() { s.refs++ }
+
+// Release stops the scan and frees its batches once the last reference is released.
+func (s *Scanner) Release() {
+	if s.refs--; s.refs > 0 {
+		return
+	}
+	s.cancel()
+	for it := range s.out {
+		if it.rec != nil {
+			it.rec.Release()
+		}
+	}
+	s.wg.Wait()
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+}
+
+// ToTable-like helper: Collect reads every batch of a scan into memory. Meant for small
+// results (tests, CLI); large scans should iterate.
+func (d *Dataset) Collect(ctx context.Context, opts ScanOptions) ([]arrow.RecordBatch, error) {
+	s, err := d.Scan(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	var out []arrow.RecordBatch
+	for s.Next() {
+		rec := s.RecordBatch()
+		rec.Retain()
+		out = append(out, rec)
+	}
+	if err := s.Err(); err != nil {
+		for _, r := range out {
+			r.Release()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanPlan is a validated scan: which fields to read, how to filter, what to output.
+type scanPlan struct {
+	frags       []*tablepb.DataFragment
+	readFields  []*schema.Field // fields read from data files (output ∪ filter columns)
+	readSchema  *arrow.Schema
+	outIdx      []int // positions in readFields of the output columns
+	outSchema   *arrow.Schema
+	filter      expr.Expr // bound to readSchema; nil when none
+	withRowID   bool
+	offset      int64
+	limit       int64
+	batchSize   int
+	parallelism int
+}
+
+func (d *Dataset) planScan(opts ScanOptions) (*scanPlan, error) {
+	p := &scanPlan{withRowID: opts.WithRowID, offset: opts.Offset, limit: opts.Limit,
+		batchSize: opts.BatchSize, parallelism: opts.Parallelism}
+	if p.offset < 0 || p.limit < 0 {
+		return nil, fmt.Errorf("lance: negative offset or limit")
+	}
+	if p.batchSize <= 0 {
+		p.batchSize = 8192
+	}
+	if p.parallelism <= 0 {
+		p.parallelism = 4
+	}
+	cols := opts.Columns
+	if cols == nil {
+		for _, f := range d.schema.Fields {
+			cols = append(cols, f.Name)
+		}
+	}
+	pos := map[string]int{}
+	add := func(name string) (int, error) {
+		if i, ok := pos[name]; ok {
+			return i, nil
+		}
+		f := d.schema.Field(name)
+		if f == nil {
+			return 0, fmt.Errorf("lance: no column %q in the table", name)
+		}
+		pos[name] = len(p.readFields)
+		p.readFields = append(p.readFields, f)
+		return pos[name], nil
+	}
+	for _, c := range cols {
+		if c == RowIDColumn {
+			p.withRowID = true
+			continue
+		}
+		i, err := add(c)
+		if err != nil {
+			return nil, err
+		}
+		p.outIdx = append(p.outIdx, i)
+	}
+	var e expr.Expr
+	if opts.Filter != "" {
+		var err error
+		if e, err = expr.Parse(opts.Filter); err != nil {
+			return nil, err
+		}
+		for _, c := range e.Columns() {
+			if _, err := add(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	fields := make([]arrow.Field, len(p.readFields))
+	for i, f := range p.readFields {
+		fields[i] = f.Arrow()
+	}
+	p.readSchema = arrow.NewSchema(fields, nil)
+	if e != nil {
+		bound, err := expr.Bind(e, p.readSchema)
+		if err != nil {
+			return nil, err
+		}
+		p.filter = bound
+	}
+	out := make([]arrow.Field, 0, len(p.outIdx)+1)
+	for _, i := range p.outIdx {
+		out = append(out, fields[i])
+	}
+	if p.withRowID {
+		out = append(out, arrow.Field{Name: RowIDColumn, Type: arrow.PrimitiveTypes.Uint64})
+	}
+	p.outSchema = arrow.NewSchema(out, nil)
+	p.frags = d.Fragments()
+	if opts.Fragments != nil {
+		want := map[uint64]bool{}
+		for _, id := range opts.Fragments {
+			want[id] = true
+		}
+		var sel []*tablepb.DataFragment
+		for _, f := range p.frags {
+			if want[f.GetId()] {
+				sel = append(sel, f)
+			}
+		}
+		p.frags = sel
+	}
+	return p, nil
+}
+
+// run reads fragments with bounded read-ahead and sends output batches in table order.
+func (p *scanPlan) run(ctx context.Context, st objstore.Store, out chan<- scanItem) {
+	send := func(it scanItem) bool {
+		select {
+		case out <- it:
+			return true
+		case <-ctx.Done():
+			if it.rec != nil {
+				it.rec.Release()
+			}
+			return false
+		}
+	}
+	frags := p.frags
+	skip := p.offset
+	if p.filter == nil {
+		// Without a filter the visible row count of each fragment is known from the
+		// manifest, so whole fragments inside the offset are never read.
+		for len(frags) > 0 {
+			n := int64(frags[0].GetPhysicalRows() - frags[0].GetDeletionFile().GetNumDeletedRows())
+			if n > skip {
+				break
+			}
+			skip -= n
+			frags = frags[1:]
+		}
+	}
+	remaining := p.limit
+	// Each fragment gets a channel; workers fill them ahead, the loop drains in order.
+	chans := make([]chan scanItem, len(frags))
+	for i := range chans {
+		chans[i] = make(chan scanItem, 4)
+	}
+	sem := make(chan struct{}, p.parallelism)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for i, f := range frags {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				for _, c := range chans[i:] {
+					close(c)
+				}
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				defer close(chans[i])
+				p.readFragment(ctx, st, f, chans[i])
+			}()
+		}
+	}()
+	for _, c := range chans {
+		for it := range c {
+			if it.err != nil {
+				send(it)
+				cancel()
+				drain(chans)
+				return
+			}
+			rec := it.rec
+			if skip > 0 {
+				if rec.NumRows() <= skip {
+					skip -= rec.NumRows()
+					rec.Release()
+					continue
+				}
+				s := rec.NewSlice(skip, rec.NumRows())
+				rec.Release()
+				rec, skip = s, 0
+			}
+			if p.limit > 0 {
+				if rec.NumRows() >= remaining {
+					s := rec.NewSlice(0, remaining)
+					rec.Release()
+					send(scanItem{rec: s})
+					cancel()
+					drain(chans)
+					return
+				}
+				remaining -= rec.NumRows()
+			}
+			if !send(scanItem{rec: rec}) {
+				drain(chans)
+				return
+			}
+		}
+	}
+}
+
+func drain(chans []chan scanItem) {
+	for _, c := range chans {
+		for it := range c {
+			if it.rec != nil {
+				it.rec.Release()
+			}
+		}
+	}
+}
+
+// fragmentReader reads rows of one fragment across its data files.
+type fragmentReader struct {
+	frag    *tablepb.DataFragment
+	readers map[string]*file.Reader // by data file path
+	owner   map[int32]*tablepb.DataFile
+}
+
+func openFragment(frag *tablepb.DataFragment) (*fragmentReader, error) {
+	fr := &fragmentReader{frag: frag, readers: map[string]*file.Reader{}, owner: map[int32]*tablepb.DataFile{}}
+	for _, df := range frag.GetFiles() {
+		if df.BaseId != nil {
+			return nil, fmt.Errorf("%w: data file with base_id (shallow clone)", ErrUnsupported)
+		}
+		for _, id := range df.GetFields() {
+			if id >= 0 {
+				fr.owner[id] = df
+			}
+		}
+	}
+	return fr, nil
+}
+
+func (fr *fragmentReader) reader(ctx context.Context, st objstore.Reader, df *tablepb.DataFile) (*file.Reader, error) {
+	if r, ok := fr.readers[df.GetPath()]; ok {
+		return r, nil
+	}
+	key := dataDir + df.GetPath()
+	size := int64(df.GetFileSizeBytes())
+	if size == 0 {
+		info, err := st.Stat(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("stat data file: %w", err)
+		}
+		size = info.Size
+	}
+	r, err := file.Open(ctx, &storeSource{st: st, key: key}, size)
+	if err != nil {
+		return nil, fmt.Errorf("open data file %s of fragment %d: %w", df.GetPath(), fr.frag.GetId(), err)
+	}
+	fr.readers[df.GetPath()] = r
+	return r, nil
+}
+
+// read returns rows [start, end) of fields, in order, as one batch with schema s.
+// Fields stored in no file of the fragment read as nulls (columns added later).
+func (fr *fragmentReader) read(ctx context.Context, st objstore.Reader, fields []*schema.Field, s *arrow.Schema, start, end uint64, take []uint64) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, len(fields))
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	n := int64(end - start)
+	if take != nil {
+		n = int64(len(take))
+	}
+	byFile := map[*tablepb.DataFile][]int{}
+	for i, f := range fields {
+		if df, ok := fr.owner[f.ID]; ok {
+			byFile[df] = append(byFile[df], i)
+		} else {
+			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.ArrowType(), int(n))
+		}
+	}
+	for df, idx := range byFile {
+		r, err := fr.reader(ctx, st, df)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		ids := make([]int32, len(idx))
+		for j, i := range idx {
+			ids[j] = fields[i].ID
+		}
+		var rec arrow.RecordBatch
+		if take != nil {
+			rec, err = r.Take(ctx, ids, take)
+		} else {
+			rec, err = r.Read(ctx, ids, start, end)
+		}
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("read fragment %d: %w", fr.frag.GetId(), err)
+		}
+		for j, i := range idx {
+			c := rec.Column(j)
+			c.Retain()
+			cols[i] = c
+		}
+		rec.Release()
+	}
+	for i, c := range cols {
+		if int64(c.Len()) != n {
+			release()
+			return nil, corruptf(dataDir, "fragment %d column %q has %d rows, want %d", fr.frag.GetId(), fields[i].Name, c.Len(), n)
+		}
+	}
+	rec := array.NewRecordBatch(s, cols, n)
+	release()
+	return rec, nil
+}
+
+// readFragment streams the output batches of one fragment into ch.
+func (p *scanPlan) readFragment(ctx context.Context, st objstore.Store, frag *tablepb.DataFragment, ch chan<- scanItem) {
+	send := func(it scanItem) bool {
+		select {
+		case ch <- it:
+			return true
+		case <-ctx.Done():
+			if it.rec != nil {
+				it.rec.Release()
+			}
+			return false
+		}
+	}
+	fr, err := openFragment(frag)
+	if err != nil {
+		send(scanItem{err: err})
+		return
+	}
+	deleted, err := readDeletionVector(ctx, st, frag)
+	if err != nil {
+		send(scanItem{err: fmt.Errorf("fragment %d: %w", frag.GetId(), err)})
+		return
+	}
+	total := frag.GetPhysicalRows()
+	for start := uint64(0); start < total; start += uint64(p.batchSize) {
+		if ctx.Err() != nil {
+			return
+		}
+		end := min(start+uint64(p.batchSize), total)
+		rec, err := p.readBatch(ctx, st, fr, deleted, start, end)
+		if err != nil {
+			send(scanItem{err: err})
+			return
+		}
+		if rec == nil {
+			continue
+		}
+		if !send(scanItem{rec: rec}) {
+			return
+		}
+	}
+}
+
+// readBatch reads physical rows [start,end) of a fragment and applies deletions, the
+// filter and the projection. It returns nil when no row survives.
+func (p *scanPlan) readBatch(ctx context.Context, st objstore.Reader, fr *fragmentReader, deleted *roaring.Bitmap, start, end uint64) (arrow.RecordBatch, error) {
+	n := int(end - start)
+	var keep []bool
+	anyDeleted := !deleted.IsEmpty() && deleted.IntersectsWithInterval(start, end)
+	if anyDeleted {
+		keep = make([]bool, n)
+		for i := range keep {
+			keep[i] = !deleted.Contains(uint32(start) + uint32(i))
+		}
+	}
+	var rec arrow.RecordBatch
+	if len(p.readFields) > 0 {
+		var err error
+		rec, err = fr.read(ctx, st, p.readFields, p.readSchema, start, end, nil)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		rec = array.NewRecordBatch(p.readSchema, nil, int64(n))
+	}
+	defer rec.Release()
+	if p.filter != nil {
+		sel, err := expr.Select(ctx, p.filter, rec)
+		if err != nil {
+			return nil, err
+		}
+		if keep == nil {
+			keep = make([]bool, n)
+			for i := range keep {
+				keep[i] = sel.Get(i)
+			}
+		} else {
+			for i := range keep {
+				keep[i] = keep[i] && sel.Get(i)
+			}
+		}
+	}
+	cols := make([]arrow.Array, 0, len(p.outIdx)+1)
+	for _, i := range p.outIdx {
+		c := rec.Column(i)
+		c.Retain()
+		cols = append(cols, c)
+	}
+	if p.withRowID {
+		b := array.NewUint64Builder(memory.DefaultAllocator)
+		b.Resize(n)
+		base := fr.frag.GetId() << 32
+		for i := 0; i < n; i++ {
+			b.UnsafeAppend(base | (start + uint64(i)))
+		}
+		cols = append(cols, b.NewArray())
+		b.Release()
+	}
+	outRec := array.NewRecordBatch(p.outSchema, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	if keep == nil {
+		return outRec, nil
+	}
+	defer outRec.Release()
+	return selectRows(outRec, keep)
+}
+
+// storeSource adapts an object to file.Source with range reads.
+type storeSource struct {
+	st  objstore.Reader
+	key string
+}
+
+func (s *storeSource) ReadRange(ctx context.Context, off, length int64) ([]byte, error) {
+	rc, err := s.st.GetRange(ctx, s.key, off, length)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	buf := make([]byte, length)
+	if _, err := io.ReadFull(rc, buf); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s is shorter than %d bytes at %d", ErrCorrupt, s.key, length, off)
+		}
+		return nil, err
+	}
+	return buf, nil
+}

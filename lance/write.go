@@ -1,0 +1,336 @@
+package lance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lancectx/lancectx/lance/file"
+	"github.com/lancectx/lancectx/lance/format/tablepb"
+	"github.com/lancectx/lancectx/lance/schema"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// DataStorageVersion written by this package for new datasets.
+const DataStorageVersion = "2.0"
+
+// WriteMode selects what Write does when a dataset already exists.
+type WriteMode int
+
+const (
+	// ModeCreate fails with ErrDatasetExists when a dataset is already there.
+	ModeCreate WriteMode = iota
+	// ModeAppend adds rows to an existing dataset (creating it if absent).
+	ModeAppend
+	// ModeOverwrite replaces the content with a new version (creating it if absent).
+	ModeOverwrite
+)
+
+// ParseWriteMode parses "create", "append" or "overwrite".
+func ParseWriteMode(s string) (WriteMode, error) {
+	switch s {
+	case "create":
+		return ModeCreate, nil
+	case "append":
+		return ModeAppend, nil
+	case "overwrite":
+		return ModeOverwrite, nil
+	}
+	return 0, fmt.Errorf("lance: unknown write mode %q (want create, append or overwrite)", s)
+}
+
+// WriteOptions tune how rows become data files.
+type WriteOptions struct {
+	Mode WriteMode
+	// MaxRowsPerFile rolls to a new data file (and fragment) after this many rows.
+	// Default 1,048,576 like Lance.
+	MaxRowsPerFile int64
+	// MaxBytesPerFile rolls to a new data file once this many bytes were written.
+	// Default 2 GiB.
+	MaxBytesPerFile int64
+	// PageBytes is the per-column page buffer of the file writer (default 8 MiB).
+	PageBytes int
+	// Config is merged into the table config on create and overwrite.
+	Config map[string]string
+	// Properties are recorded in the transaction (transaction_properties).
+	Properties map[string]string
+}
+
+func (o *WriteOptions) defaults() {
+	if o.MaxRowsPerFile <= 0 {
+		o.MaxRowsPerFile = 1 << 20
+	}
+	if o.MaxBytesPerFile <= 0 {
+		o.MaxBytesPerFile = 2 << 30
+	}
+}
+
+// Write writes all batches of rdr as a new version of the dataset at uri, according to
+// opts.Mode. The reader's schema defines the table on create and overwrite.
+func Write(ctx context.Context, uri string, rdr array.RecordReader, opts WriteOptions) (*Dataset, error) {
+	st, err := objstore.Open(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := WriteStore(ctx, st, rdr, opts)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	ds.uri = uri
+	return ds, nil
+}
+
+// WriteStore is Write on a store rooted at the dataset directory.
+func WriteStore(ctx context.Context, st objstore.Store, rdr array.RecordReader, opts WriteOptions) (*Dataset, error) {
+	opts.defaults()
+	existing, err := OpenStore(ctx, st)
+	switch {
+	case errors.Is(err, ErrDatasetNotFound):
+		existing = nil
+	case err != nil:
+		return nil, err
+	case opts.Mode == ModeCreate:
+		return nil, fmt.Errorf("%w: version %d exists", ErrDatasetExists, existing.Version())
+	}
+	if existing != nil && opts.Mode == ModeAppend {
+		return existing.Append(ctx, rdr, opts)
+	}
+	sch, err := schema.FromArrow(rdr.Schema())
+	if err != nil {
+		return nil, err
+	}
+	frags, err := writeFragments(ctx, st, sch, rdr, opts)
+	if err != nil {
+		return nil, err
+	}
+	fields, meta := sch.ToProto()
+	op := &overwriteOp{fragments: frags, fields: fields, schemaMeta: meta, configUpserts: opts.Config, storage: DataStorageVersion}
+	return commit(ctx, st, existing, op, commitOptions{properties: opts.Properties})
+}
+
+// Append adds the batches of rdr as new fragments. Columns are matched by name; table
+// columns missing from the input must be nullable and are stored as nulls.
+func (d *Dataset) Append(ctx context.Context, rdr array.RecordReader, opts WriteOptions) (*Dataset, error) {
+	opts.defaults()
+	if err := d.checkWritable(); err != nil {
+		return nil, err
+	}
+	frags, err := writeFragments(ctx, d.store, d.schema, rdr, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(frags) == 0 {
+		return d, nil
+	}
+	ds, err := commit(ctx, d.store, d, &appendOp{fragments: frags}, commitOptions{properties: opts.Properties})
+	return d.withURI(ds, err)
+}
+
+// Overwrite replaces the table's rows and schema with the batches of rdr.
+func (d *Dataset) Overwrite(ctx context.Context, rdr array.RecordReader, opts WriteOptions) (*Dataset, error) {
+	opts.Mode = ModeOverwrite
+	ds, err := WriteStore(ctx, d.store, rdr, opts)
+	return d.withURI(ds, err)
+}
+
+// checkWritable refuses datasets whose data files lancectx cannot add to.
+func (d *Dataset) checkWritable() error {
+	if err := checkWriterFlags(d.mf.Manifest); err != nil {
+		return err
+	}
+	if v := d.DataStorageVersion(); v != "" && v != DataStorageVersion {
+		return fmt.Errorf("%w: dataset stores data files in format %s; lancectx writes %s", ErrUnsupported, v, DataStorageVersion)
+	}
+	return nil
+}
+
+// newDataFileName follows Lance's convention: 16 random bytes, the first 3 as 24 binary
+// digits and the rest as hex.
+func newDataFileName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	name := make([]byte, 0, 56)
+	for _, x := range b[:3] {
+		s := strconv.FormatUint(uint64(x), 2)
+		for i := len(s); i < 8; i++ {
+			name = append(name, '0')
+		}
+		name = append(name, s...)
+	}
+	name = append(name, hex.EncodeToString(b[3:])...)
+	return string(name) + ".lance"
+}
+
+// writeFragments streams rdr into data files of at most MaxRowsPerFile rows, one
+// fragment per file. Memory is bounded by the file writer's page buffers, not the input.
+func writeFragments(ctx context.Context, st objstore.Store, sch *schema.Schema, rdr array.RecordReader, opts WriteOptions) ([]*tablepb.DataFragment, error) {
+	var frags []*tablepb.DataFragment
+	var cur *fileSink
+	fail := func(err error) ([]*tablepb.DataFragment, error) {
+		if cur != nil {
+			cur.abort(err)
+		}
+		return nil, err
+	}
+	target := sch.Arrow()
+	for rdr.Next() {
+		rec, err := conformBatch(rdr.RecordBatch(), target)
+		if err != nil {
+			return fail(err)
+		}
+		for off := int64(0); off < rec.NumRows(); {
+			if cur == nil {
+				if cur, err = newFileSink(ctx, st, sch, opts); err != nil {
+					rec.Release()
+					return fail(err)
+				}
+			}
+			n := min(rec.NumRows()-off, opts.MaxRowsPerFile-cur.rows)
+			part := rec
+			if off != 0 || n != rec.NumRows() {
+				part = rec.NewSlice(off, off+n)
+			}
+			err := cur.w.Write(part)
+			if part != rec {
+				part.Release()
+			}
+			if err != nil {
+				rec.Release()
+				return fail(fmt.Errorf("write data file: %w", err))
+			}
+			cur.rows += n
+			off += n
+			if cur.rows >= opts.MaxRowsPerFile || int64(cur.w.WrittenBytes()) >= opts.MaxBytesPerFile {
+				frag, err := cur.finish()
+				cur = nil
+				if err != nil {
+					rec.Release()
+					return fail(err)
+				}
+				frags = append(frags, frag)
+			}
+		}
+		rec.Release()
+	}
+	if err := rdr.Err(); err != nil {
+		return fail(fmt.Errorf("read input: %w", err))
+	}
+	if cur != nil {
+		frag, err := cur.finish()
+		if err != nil {
+			return nil, err
+		}
+		frags = append(frags, frag)
+	}
+	return frags, nil
+}
+
+// fileSink is one data file being streamed to the store through a pipe.
+type fileSink struct {
+	name string
+	w    *file.Writer
+	pw   *io.PipeWriter
+	done chan error
+	rows int64
+}
+
+func newFileSink(ctx context.Context, st objstore.Store, sch *schema.Schema, opts WriteOptions) (*fileSink, error) {
+	pr, pw := io.Pipe()
+	s := &fileSink{name: newDataFileName(), pw: pw, done: make(chan error, 1)}
+	go func() {
+		err := st.Put(ctx, dataDir+s.name, pr)
+		_ = pr.CloseWithError(err) // unblock the writer if the store gave up
+		s.done <- err
+	}()
+	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes})
+	if err != nil {
+		s.abort(err)
+		return nil, err
+	}
+	s.w = w
+	return s, nil
+}
+
+func (s *fileSink) finish() (*tablepb.DataFragment, error) {
+	info, err := s.w.Close()
+	if err != nil {
+		s.abort(err)
+		return nil, fmt.Errorf("finish data file: %w", err)
+	}
+	_ = s.pw.Close()
+	if err := <-s.done; err != nil {
+		return nil, fmt.Errorf("store data file %s: %w", s.name, err)
+	}
+	return &tablepb.DataFragment{
+		PhysicalRows: info.Rows,
+		Files: []*tablepb.DataFile{{
+			Path: s.name, Fields: info.Fields, ColumnIndices: info.ColumnIndices,
+			FileMajorVersion: info.Major, FileMinorVersion: info.Minor, FileSizeBytes: info.Size,
+		}},
+	}, nil
+}
+
+// abort stops the upload; the store never publishes a partial object.
+func (s *fileSink) abort(err error) {
+	_ = s.pw.CloseWithError(fmt.Errorf("aborted: %w", err))
+	<-s.done
+}
+
+// conformBatch returns rec laid out as target: columns matched by name, types equal,
+// missing nullable columns filled with nulls. The result must be released.
+func conformBatch(rec arrow.RecordBatch, target *arrow.Schema) (arrow.RecordBatch, error) {
+	src := rec.Schema()
+	if src.Equal(target) {
+		rec.Retain()
+		return rec, nil
+	}
+	cols := make([]arrow.Array, target.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	used := 0
+	for i, f := range target.Fields() {
+		idx := src.FieldIndices(f.Name)
+		switch {
+		case len(idx) > 1:
+			return nil, fmt.Errorf("lance: input has column %q more than once", f.Name)
+		case len(idx) == 0:
+			if !f.Nullable {
+				return nil, fmt.Errorf("lance: input lacks non-nullable column %q", f.Name)
+			}
+			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
+		default:
+			c := rec.Column(idx[0])
+			if !arrow.TypeEqual(c.DataType(), f.Type) {
+				return nil, fmt.Errorf("lance: column %q has type %s, table has %s", f.Name, c.DataType(), f.Type)
+			}
+			if !f.Nullable && c.NullN() > 0 {
+				return nil, fmt.Errorf("lance: column %q is not nullable but the input has %d nulls", f.Name, c.NullN())
+			}
+			c.Retain()
+			cols[i] = c
+			used++
+		}
+	}
+	if used != src.NumFields() {
+		for _, f := range src.Fields() {
+			if len(target.FieldIndices(f.Name)) == 0 {
+				return nil, fmt.Errorf("lance: input column %q is not in the table schema", f.Name)
+			}
+		}
+	}
+	return array.NewRecordBatch(target, cols, rec.NumRows()), nil
+}
