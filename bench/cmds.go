@@ -1,0 +1,533 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// Side names the implementation a result belongs to.
+const (
+	SideGo      = "lancectx"
+	SideLanceDB = "lancedb"
+)
+
+// ErrUsage marks a bad command line; main exits with status 2 for it.
+var ErrUsage = errors.New("usage")
+
+// Usage is the command-line help of lancebench.
+const Usage = `lancebench: the lancectx side of the LanceDB comparison (bench/run.sh drives it).
+Every command prints one JSON object on stdout.
+
+  lancebench write        --uri DIR [--rows N] [--batch N] [--seed S] [--stream] [--no-fsync]
+  lancebench scan         --uri DIR [--columns a,b] [--digest]
+  lancebench open         --uri DIR [--iters N]
+  lancebench gen-versions --uri DIR [--versions N] [--fragments N]
+  lancebench digest       --rows N [--batch N] [--seed S]
+  lancebench report       --in results.jsonl --meta meta.json   (markdown on stdout)
+
+write generates every batch first and times lance.Write alone; with --stream it generates
+while writing (flat memory, time includes generation). peak_rss_bytes is VmHWM.
+Every command takes --cpuprofile FILE (go tool pprof).`
+
+// Main runs one lancebench command with args (without the program name), writing its
+// result to stdout.
+func Main(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: missing command\n%s", ErrUsage, Usage)
+	}
+	cmd, rest := args[0], args[1:]
+	fset := flag.NewFlagSet("lancebench "+cmd, flag.ContinueOnError)
+	fset.SetOutput(io.Discard)
+	var (
+		uri        = fset.String("uri", "", "dataset directory")
+		rows       = fset.Int64("rows", 1_000_000, "rows to generate")
+		batch      = fset.Int("batch", DefaultBatchRows, "rows per generated batch")
+		seed       = fset.Uint("seed", DefaultSeed, "generator seed")
+		stream     = fset.Bool("stream", false, "write: generate while writing")
+		noFsync    = fset.Bool("no-fsync", false, "write: store without fsync (diagnosis only: not durable)")
+		columns    = fset.String("columns", "", "scan: comma-separated columns (default all)")
+		digest     = fset.Bool("digest", false, "scan: hash every row (slow; for checks)")
+		iters      = fset.Int("iters", 50, "open: number of opens")
+		versions   = fset.Uint64("versions", 10_000, "gen-versions: versions wanted")
+		fragments  = fset.Uint64("fragments", 0, "gen-versions: fragments of the latest version (default --versions)")
+		in         = fset.String("in", "", "report: results JSON lines")
+		meta       = fset.String("meta", "", "report: run metadata JSON")
+		cpuprofile = fset.String("cpuprofile", "", "write a CPU profile of the command to this file")
+	)
+	if err := fset.Parse(rest); err != nil {
+		return fmt.Errorf("%w: %v\n%s", ErrUsage, err, Usage)
+	}
+	if fset.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", ErrUsage, fset.Arg(0))
+	}
+	needURI := func() error {
+		if *uri == "" {
+			return fmt.Errorf("%w: %s needs --uri", ErrUsage, cmd)
+		}
+		return nil
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var (
+		res any
+		err error
+	)
+	switch cmd {
+	case "write":
+		if err = needURI(); err == nil {
+			res, err = Write(ctx, *uri, *rows, *batch, uint32(*seed), *stream, !*noFsync)
+		}
+	case "scan":
+		if err = needURI(); err == nil {
+			var cols []string
+			if *columns != "" {
+				cols = strings.Split(*columns, ",")
+			}
+			res, err = Scan(ctx, *uri, cols, *digest)
+		}
+	case "open":
+		if err = needURI(); err == nil {
+			res, err = OpenLatest(ctx, *uri, *iters)
+		}
+	case "gen-versions":
+		if err = needURI(); err == nil {
+			res, err = GenVersions(ctx, *uri, *versions, *fragments, uint32(*seed))
+		}
+	case "digest":
+		res, err = GenDigest(*rows, *batch, uint32(*seed))
+	case "report":
+		if *in == "" || *meta == "" {
+			return fmt.Errorf("%w: report needs --in and --meta", ErrUsage)
+		}
+		return Report(*in, *meta, stdout)
+	default:
+		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, cmd, Usage)
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	return enc.Encode(res)
+}
+
+// WriteResult is the output of write.
+type WriteResult struct {
+	Cmd     string  `json:"cmd"`
+	Side    string  `json:"side"`
+	Mode    string  `json:"mode"` // "pregen" or "stream"
+	Fsync   bool    `json:"fsync"`
+	Rows    int64   `json:"rows"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds is the process's CPU time (all threads) during the timed part.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	RowsPerS   float64 `json:"rows_per_s"`
+	MBPerS     float64 `json:"mb_per_s"`
+	// DurableRowsPerS and DurableMBPerS count only writes whose files were fsynced
+	// (lancectx's local store always does; with --no-fsync they are 0).
+	DurableRowsPerS float64 `json:"durable_rows_per_s"`
+	DurableMBPerS   float64 `json:"durable_mb_per_s"`
+	GenSeconds      float64 `json:"gen_seconds"`
+	Version         uint64  `json:"version"`
+	Fragments       int     `json:"fragments"`
+	DiskBytes       int64   `json:"disk_bytes"`
+	PeakRSS         int64   `json:"peak_rss_bytes"`
+}
+
+// Write creates a new dataset at uri with rows generated rows. Without fsync the store
+// is the benchmark's fixture store, to show what fsync costs.
+func Write(ctx context.Context, uri string, rows int64, batch int, seed uint32, stream, fsync bool) (*WriteResult, error) {
+	res := &WriteResult{Cmd: "write", Side: SideGo, Mode: "pregen", Fsync: fsync}
+	var st objstore.Store
+	var err error
+	if fsync {
+		st, err = objstore.Open(ctx, uri)
+	} else {
+		st, err = newFixtureStore(uri)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var rdr array.RecordReader
+	var counted *Reader
+	if stream {
+		res.Mode = "stream"
+		counted = NewReader(seed, rows, batch)
+		rdr = counted
+	} else {
+		t0 := time.Now()
+		gen := NewGenerator(seed)
+		var recs []arrow.RecordBatch
+		for left := rows; left > 0; {
+			b := gen.Next(int(min(left, int64(batch))))
+			recs = append(recs, b.Rec)
+			res.Bytes += b.Bytes
+			left -= b.Rec.NumRows()
+		}
+		res.GenSeconds = time.Since(t0).Seconds()
+		r, err := array.NewRecordReader(Schema(), recs)
+		if err != nil {
+			return nil, fmt.Errorf("input reader: %w", err)
+		}
+		for _, rec := range recs {
+			rec.Release()
+		}
+		rdr = r
+	}
+	defer rdr.Release()
+	t0, c0 := time.Now(), cpuTime()
+	ds, err := lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", uri, err)
+	}
+	res.Seconds, res.CPUSeconds = time.Since(t0).Seconds(), (cpuTime() - c0).Seconds()
+	if counted != nil {
+		res.Bytes = counted.Bytes
+	}
+	res.Rows = ds.CountRows()
+	if res.Rows != rows {
+		return nil, fmt.Errorf("write %s: dataset has %d rows, wrote %d", uri, res.Rows, rows)
+	}
+	res.Version = ds.Version()
+	res.Fragments = len(ds.Fragments())
+	res.RowsPerS = float64(rows) / res.Seconds
+	res.MBPerS = float64(res.Bytes) / 1e6 / res.Seconds
+	if fsync {
+		res.DurableRowsPerS, res.DurableMBPerS = res.RowsPerS, res.MBPerS
+	}
+	res.PeakRSS = PeakRSS()
+	res.DiskBytes, err = DirBytes(uri)
+	return res, err
+}
+
+// ScanResult is the output of scan.
+type ScanResult struct {
+	Cmd      string   `json:"cmd"`
+	Side     string   `json:"side"`
+	Columns  []string `json:"columns"`
+	Rows     int64    `json:"rows"`
+	Batches  int      `json:"batches"`
+	Bytes    int64    `json:"bytes"`
+	OpenMS   float64  `json:"open_ms"`
+	Seconds  float64  `json:"seconds"`
+	CPUSecs  float64  `json:"cpu_seconds"`
+	RowsPerS float64  `json:"rows_per_s"`
+	MBPerS   float64  `json:"mb_per_s"`
+	Digest   string   `json:"digest,omitempty"`
+	PeakRSS  int64    `json:"peak_rss_bytes"`
+}
+
+// Scan reads columns (nil: all) of the latest version of uri. The timed part starts at
+// the Scan call, after the open, as the peer times LanceDB's query after openTable.
+func Scan(ctx context.Context, uri string, columns []string, digest bool) (*ScanResult, error) {
+	t0 := time.Now()
+	ds, err := lance.Open(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	defer ds.Store().Close()
+	res := &ScanResult{Cmd: "scan", Side: SideGo, Columns: columns, OpenMS: ms(time.Since(t0))}
+	var dg *Digest
+	if digest {
+		dg = NewDigest()
+	}
+	t0, c0 := time.Now(), cpuTime()
+	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: columns})
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		res.Rows += rec.NumRows()
+		res.Batches++
+		for _, c := range rec.Columns() {
+			res.Bytes += valueBytes(c)
+		}
+		if dg != nil {
+			if err := dg.Add(rec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("scan %s: %w", uri, err)
+	}
+	res.Seconds, res.CPUSecs = time.Since(t0).Seconds(), (cpuTime() - c0).Seconds()
+	if res.Columns == nil {
+		for _, f := range sc.Schema().Fields() {
+			res.Columns = append(res.Columns, f.Name)
+		}
+	}
+	if dg != nil {
+		res.Digest = dg.Sum()
+	}
+	res.RowsPerS = float64(res.Rows) / res.Seconds
+	res.MBPerS = float64(res.Bytes) / 1e6 / res.Seconds
+	res.PeakRSS = PeakRSS()
+	return res, nil
+}
+
+// valueBytes counts value bytes the way Batch.Bytes does: string bytes, fixed-width
+// values, list children; offsets and validity excluded.
+func valueBytes(a arrow.Array) int64 {
+	if a.Len() == 0 {
+		return 0
+	}
+	switch a := a.(type) {
+	case *array.String:
+		o := a.ValueOffsets()
+		return int64(o[a.Len()] - o[0])
+	case *array.LargeString:
+		o := a.ValueOffsets()
+		return o[a.Len()] - o[0]
+	case *array.Binary:
+		o := a.ValueOffsets()
+		return int64(o[a.Len()] - o[0])
+	case *array.List:
+		start, _ := a.ValueOffsets(0)
+		_, end := a.ValueOffsets(a.Len() - 1)
+		child := array.NewSlice(a.ListValues(), start, end)
+		defer child.Release()
+		return valueBytes(child)
+	}
+	if fw, ok := a.DataType().(arrow.FixedWidthDataType); ok {
+		return int64(a.Len()) * int64(fw.BitWidth()) / 8
+	}
+	return 0
+}
+
+// OpenResult is the output of open: latency of lance.Open of the latest version.
+type OpenResult struct {
+	Cmd       string  `json:"cmd"`
+	Side      string  `json:"side"`
+	Mode      string  `json:"mode"`
+	Version   uint64  `json:"version"`
+	Fragments int     `json:"fragments"`
+	Iters     int     `json:"iters"`
+	MedianMS  float64 `json:"median_ms"`
+	P10MS     float64 `json:"p10_ms"`
+	P90MS     float64 `json:"p90_ms"`
+	MinMS     float64 `json:"min_ms"`
+	MaxMS     float64 `json:"max_ms"`
+	// CPUMS is the mean CPU time of one open.
+	CPUMS float64 `json:"cpu_ms"`
+}
+
+// OpenLatest opens the latest version of uri iters times (each from scratch: lancectx
+// keeps no cache between opens) and reports the latency distribution.
+func OpenLatest(ctx context.Context, uri string, iters int) (*OpenResult, error) {
+	if iters <= 0 {
+		return nil, fmt.Errorf("%w: --iters must be positive", ErrUsage)
+	}
+	res := &OpenResult{Cmd: "open", Side: SideGo, Mode: "fresh", Iters: iters}
+	lat := make([]float64, 0, iters)
+	c0 := cpuTime()
+	for range iters {
+		t0 := time.Now()
+		ds, err := lance.Open(ctx, uri)
+		if err != nil {
+			return nil, err
+		}
+		v := ds.Version()
+		lat = append(lat, ms(time.Since(t0)))
+		if res.Version != 0 && v != res.Version {
+			return nil, fmt.Errorf("open %s: version changed from %d to %d", uri, res.Version, v)
+		}
+		res.Version, res.Fragments = v, len(ds.Fragments())
+		_ = ds.Store().Close()
+	}
+	res.CPUMS = ms(cpuTime()-c0) / float64(iters)
+	slices.Sort(lat)
+	res.MedianMS = Median(lat)
+	res.P10MS = lat[len(lat)/10]
+	res.P90MS = lat[len(lat)*9/10]
+	res.MinMS, res.MaxMS = lat[0], lat[len(lat)-1]
+	return res, nil
+}
+
+// GenVersionsResult is the output of gen-versions.
+type GenVersionsResult struct {
+	Cmd       string  `json:"cmd"`
+	Version   uint64  `json:"version"`
+	Created   uint64  `json:"created"`
+	Fragments int     `json:"fragments"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// GenVersions makes uri a dataset with exactly want versions and fragments fragments of
+// one row each: version 1 writes fragments-want+1 one-row files, then every later version
+// appends one row. With fragments == want that is one initial write then want-1 tiny
+// appends; holding fragments fixed while varying want isolates the cost of the version
+// count from the cost of a bigger manifest. An existing dataset is reused (an interrupted
+// run resumes), so run.sh keeps the fixtures between runs. Writes skip fsync (fixtureStore).
+func GenVersions(ctx context.Context, uri string, want, fragments uint64, seed uint32) (*GenVersionsResult, error) {
+	if fragments == 0 {
+		fragments = want
+	}
+	if want == 0 || fragments < want {
+		return nil, fmt.Errorf("%w: need 0 < --versions <= --fragments", ErrUsage)
+	}
+	t0 := time.Now()
+	res := &GenVersionsResult{Cmd: "gen-versions"}
+	st, err := newFixtureStore(uri)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	gen := NewGenerator(seed)
+	oneRow := lance.WriteOptions{MaxRowsPerFile: 1}
+	ds, err := lance.OpenStore(ctx, st)
+	switch {
+	case errors.Is(err, lance.ErrDatasetNotFound):
+		b := gen.Next(int(fragments - want + 1))
+		rdr, err := array.NewRecordReader(Schema(), []arrow.RecordBatch{b.Rec})
+		b.Rec.Release()
+		if err != nil {
+			return nil, err
+		}
+		oneRow.Mode = lance.ModeCreate
+		ds, err = lance.WriteStore(ctx, st, rdr, oneRow)
+		rdr.Release()
+		if err != nil {
+			return nil, fmt.Errorf("gen-versions: write version 1: %w", err)
+		}
+		res.Created++
+	case err != nil:
+		return nil, err
+	}
+	if ds.Version() > want {
+		return nil, fmt.Errorf("gen-versions: %s already has %d versions, more than %d", uri, ds.Version(), want)
+	}
+	oneRow.Mode = lance.ModeAppend
+	for ds.Version() < want {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b := gen.Next(1)
+		rdr, err := array.NewRecordReader(Schema(), []arrow.RecordBatch{b.Rec})
+		b.Rec.Release()
+		if err != nil {
+			return nil, err
+		}
+		next, err := ds.Append(ctx, rdr, oneRow)
+		rdr.Release()
+		if err != nil {
+			return nil, fmt.Errorf("gen-versions: append version %d: %w", ds.Version()+1, err)
+		}
+		ds = next
+		res.Created++
+	}
+	res.Version, res.Fragments = ds.Version(), len(ds.Fragments())
+	if uint64(res.Fragments) != fragments {
+		return nil, fmt.Errorf("gen-versions: %s has %d fragments, want %d (made with other settings? delete it)", uri, res.Fragments, fragments)
+	}
+	res.Seconds = time.Since(t0).Seconds()
+	return res, nil
+}
+
+// DigestResult is the output of digest.
+type DigestResult struct {
+	Cmd    string `json:"cmd"`
+	Rows   int64  `json:"rows"`
+	Bytes  int64  `json:"bytes"`
+	Digest string `json:"digest"`
+}
+
+// GenDigest hashes rows generated rows, for comparison with the JS peer's generator and
+// with a scan of a dataset written from them.
+func GenDigest(rows int64, batch int, seed uint32) (*DigestResult, error) {
+	r := NewReader(seed, rows, batch)
+	defer r.Release()
+	d := NewDigest()
+	for r.Next() {
+		if err := d.Add(r.RecordBatch()); err != nil {
+			return nil, err
+		}
+	}
+	return &DigestResult{Cmd: "digest", Rows: d.Rows, Bytes: r.Bytes, Digest: d.Sum()}, nil
+}
+
+// PeakRSS is the process's peak resident set size (VmHWM) in bytes, 0 where
+// /proc/self/status is unavailable.
+func PeakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				if err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// DirBytes is the total size of the files under a local dataset directory.
+func DirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += info.Size()
+		return nil
+	})
+	return n, err
+}
+
+// Median of sorted values.
+func Median(sorted []float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// GoInfo describes the Go runtime, for the report.
+func GoInfo() string { return runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH }

@@ -1,0 +1,373 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Result is one JSON line of results.jsonl: a command's output plus the labels run.sh
+// adds (bench, rep). Only the fields the report reads are decoded.
+type Result struct {
+	Bench    string  `json:"bench"`
+	Rep      int     `json:"rep"`
+	Side     string  `json:"side"`
+	Mode     string  `json:"mode"`
+	Rows     int64   `json:"rows"`
+	Bytes    int64   `json:"bytes"`
+	Seconds  float64 `json:"seconds"`
+	RowsPerS float64 `json:"rows_per_s"`
+	MBPerS   float64 `json:"mb_per_s"`
+	// CPUSeconds (write, scan) and CPUMS (per open) are the process's CPU time over the
+	// timed part, all threads.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	CPUMS      float64 `json:"cpu_ms"`
+	// DurableRowsPerS and DurableMBPerS: write throughput counting the fsync of every
+	// written file (the peer fsyncs LanceDB's files after the write).
+	DurableRowsPerS float64 `json:"durable_rows_per_s"`
+	DurableMBPerS   float64 `json:"durable_mb_per_s"`
+	MedianMS        float64 `json:"median_ms"`
+	Version         uint64  `json:"version"`
+	PeakRSS         int64   `json:"peak_rss_bytes"`
+	Disk            int64   `json:"disk_bytes"`
+}
+
+// Meta describes the run; run.sh writes it as JSON.
+type Meta struct {
+	Command   string   `json:"command"`
+	Date      string   `json:"date"`
+	Host      string   `json:"host"`
+	Nproc     string   `json:"nproc"`
+	CPU       string   `json:"cpu"`
+	RAM       string   `json:"ram"`
+	Kernel    string   `json:"kernel"`
+	Go        string   `json:"go"`
+	Node      string   `json:"node"`
+	LanceDB   string   `json:"lancedb"`
+	ArrowJS   string   `json:"arrow_js"`
+	Rows      int64    `json:"rows"`
+	Reps      int      `json:"reps"`
+	OpenIters int      `json:"open_iters"`
+	Versions  int      `json:"versions"`
+	Seconds   float64  `json:"seconds"`
+	Notes     []string `json:"notes"`
+}
+
+// metric extracts the compared figure of a result and the CPU time it cost.
+type metric struct {
+	name         string
+	higherBetter bool
+	get          func(Result) float64
+	cpu          func(Result) float64
+	// format renders the median v of rs; other holds the other side's results of the
+	// same row (LanceDB scans report no byte count: they are the same bytes).
+	format func(v float64, rs, other []Result) string
+}
+
+func cpuSeconds(r Result) float64 { return r.CPUSeconds }
+
+// throughput renders rows/s with MB/s: from the results' own MB/s, else from the other
+// side's bytes per row (both sides read the same columns of the same rows).
+func throughput(mbps func(Result) float64) func(float64, []Result, []Result) string {
+	return func(v float64, rs, other []Result) string {
+		var mb []float64
+		for _, r := range rs {
+			if x := mbps(r); x > 0 {
+				mb = append(mb, x)
+			}
+		}
+		if len(mb) == 0 {
+			for _, r := range other {
+				if r.Bytes > 0 && r.Rows > 0 {
+					mb = append(mb, v*float64(r.Bytes)/float64(r.Rows)/1e6)
+				}
+			}
+		}
+		if len(mb) == 0 {
+			return fmt.Sprintf("%s rows/s", si(v))
+		}
+		slices.Sort(mb)
+		return fmt.Sprintf("%s rows/s (%.0f MB/s)", si(v), Median(mb))
+	}
+}
+
+var (
+	rowsPerS = metric{"rows/s", true, func(r Result) float64 { return r.RowsPerS }, cpuSeconds,
+		throughput(func(r Result) float64 { return r.MBPerS })}
+	durable = metric{"rows/s", true, func(r Result) float64 { return r.DurableRowsPerS }, cpuSeconds,
+		throughput(func(r Result) float64 { return r.DurableMBPerS })}
+	latency = metric{"ms", false, func(r Result) float64 { return r.MedianMS }, func(r Result) float64 { return r.CPUMS },
+		func(v float64, _, _ []Result) string { return fmt.Sprintf("%.2f ms", v) }}
+)
+
+// benchDef is one row of the results table: the Go results of goBench (mode goMode, ""
+// for any) against the LanceDB results of ldbBench (mode ldbMode).
+type benchDef struct {
+	title             string
+	goBench, ldbBench string
+	goMode, ldbMode   string
+	metric            metric
+	target            float64 // minimum lancectx/LanceDB speed ratio; 0: informational
+	targetText        string
+}
+
+func definitions(versions int) []benchDef {
+	nv := fmt.Sprintf("%d", versions)
+	if versions == 10000 {
+		nv = "10,000"
+	}
+	same := func(title, bench string, m metric, target float64, text string) benchDef {
+		return benchDef{title: title, goBench: bench, ldbBench: bench, metric: m, target: target, targetText: text}
+	}
+	open := func(title, bench, ldbMode string, target float64, text string) benchDef {
+		d := same(title, bench, latency, target, text)
+		d.ldbMode = ldbMode
+		return d
+	}
+	return []benchDef{
+		same("1. write new dataset, as shipped (lancectx fsyncs, LanceDB does not)", "write", rowsPerS, 1.0, ">= 1.0"),
+		same("1. write new dataset, both durable (LanceDB + fsync of its files)", "write", durable, 1.0, ">= 1.0"),
+		{title: "1. write new dataset, neither fsyncs (lancectx --no-fsync; diagnosis)", goBench: "write-nofsync", ldbBench: "write", metric: rowsPerS, targetText: "info"},
+		same("2. full scan, all columns (LanceDB-written files)", "scan-all-ldb", rowsPerS, 0.8, ">= 0.8"),
+		same("2. full scan, all columns (lancectx-written files)", "scan-all-go", rowsPerS, 0.8, ">= 0.8"),
+		same("3. scan reward, sequence_order (LanceDB-written files)", "scan-2num-ldb", rowsPerS, 1.0, ">= 1.0"),
+		same("3. scan reward, sequence_order (lancectx-written files)", "scan-2num-go", rowsPerS, 1.0, ">= 1.0"),
+		same("3. scan reward, id (LanceDB-written files)", "scan-rid-ldb", rowsPerS, 1.0, ">= 1.0"),
+		same("3. scan reward, id (lancectx-written files)", "scan-rid-go", rowsPerS, 1.0, ">= 1.0"),
+		open("4. open latest, "+nv+" versions (LanceDB: new connection + session per open)", "open-big", "fresh", 0.5, ">= 0.5 (within 2x)"),
+		open("4. open latest, 100 versions, same "+nv+" fragments (LanceDB: new connection + session per open)", "open-100", "fresh", 0.5, ">= 0.5 (within 2x)"),
+		open("4. open latest, "+nv+" versions (LanceDB: one connection, warm caches)", "open-big", "reused", 0, "info"),
+		open("4. open latest, 100 versions (LanceDB: one connection, warm caches)", "open-100", "reused", 0, "info"),
+	}
+}
+
+// Report renders RESULTS.md from the results of a run and its metadata.
+func Report(resultsPath, metaPath string, w io.Writer) error {
+	mb, err := os.ReadFile(metaPath)
+	if err != nil {
+		return fmt.Errorf("read meta: %w", err)
+	}
+	var meta Meta
+	if err := json.Unmarshal(mb, &meta); err != nil {
+		return fmt.Errorf("decode %s: %w", metaPath, err)
+	}
+	results, err := readResults(resultsPath)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	renderReport(&b, meta, results)
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+func readResults(path string) ([]Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	var out []Result
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var r Result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+func pick(results []Result, bench, side, mode string) []Result {
+	var out []Result
+	for _, r := range results {
+		if r.Bench == bench && r.Side == side && (mode == "" || r.Mode == mode) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func medianOf(rs []Result, get func(Result) float64) (float64, []float64) {
+	vals := make([]float64, len(rs))
+	for i, r := range rs {
+		vals[i] = get(r)
+	}
+	slices.Sort(vals)
+	return Median(vals), vals
+}
+
+func renderReport(w io.Writer, meta Meta, results []Result) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("# lancectx vs LanceDB %s: benchmark results\n\n", meta.LanceDB)
+	p("Generated by `bench/run.sh`; do not edit by hand. Same machine, same data: %s rollout-shaped rows ", si(float64(meta.Rows)))
+	p("(id utf8, role utf8 of 4 values, content ~1 KiB large_utf8, reward float32, tokens list<int32> x 64, sequence_order int32), ")
+	p("produced by identical generators in Go (`bench/gen.go`) and JS (`tests/interop/bench-peer.mjs`).\n\n")
+	p("Ratio is the speed ratio lancectx/LanceDB (above 1: lancectx faster); figures are medians of %d interleaved repetitions ", meta.Reps)
+	p("(open: median of %d opens within one process, median over repetitions).\n\n", meta.OpenIters)
+	p("| benchmark | lancectx | LanceDB | ratio | CPU-time ratio | target | met? |\n|---|---|---|---|---|---|---|\n")
+	var details []string
+	for _, d := range definitions(meta.Versions) {
+		gs := pick(results, d.goBench, SideGo, d.goMode)
+		ls := pick(results, d.ldbBench, SideLanceDB, d.ldbMode)
+		if len(gs) == 0 && len(ls) == 0 {
+			continue
+		}
+		cell := func(rs, other []Result) (string, float64, float64) {
+			if len(rs) == 0 {
+				return "—", 0, 0
+			}
+			v, vals := medianOf(rs, d.metric.get)
+			c, cvals := medianOf(rs, d.metric.cpu)
+			unit := "s"
+			if d.metric.name == "ms" {
+				unit = "ms per open"
+			}
+			details = append(details, fmt.Sprintf("- %s, %s: %s %s; CPU %s %s", d.title, rs[0].Side, fmtVals(vals), d.metric.name, fmtVals(cvals), unit))
+			return d.metric.format(v, rs, other), v, c
+		}
+		gText, gv, gc := cell(gs, ls)
+		lText, lv, lc := cell(ls, gs)
+		ratio, cpuRatio, met := "—", "—", "—"
+		if gv > 0 && lv > 0 {
+			r := gv / lv
+			if !d.metric.higherBetter {
+				r = lv / gv
+			}
+			ratio = fmt.Sprintf("%.2f", r)
+			if d.target > 0 {
+				met = "no"
+				if r >= d.target {
+					met = "yes"
+				}
+			}
+		}
+		if gc > 0 && lc > 0 {
+			cpuRatio = fmt.Sprintf("%.2f", lc/gc)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", d.title, gText, lText, ratio, cpuRatio, d.targetText, met)
+	}
+	memRows(p, results, &details, meta.Rows)
+	openScaling(p, results, meta.Versions)
+	p("\n## Run\n\n")
+	p("- command: `%s`\n- date: %s\n- total time: %.0f s\n", meta.Command, meta.Date, meta.Seconds)
+	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
+	p("- versions: %s; node %s; @lancedb/lancedb %s; apache-arrow (JS) %s\n", meta.Go, meta.Node, meta.LanceDB, meta.ArrowJS)
+	p("- rows: %d; repetitions: %d; opens per measurement: %d; versions of the open dataset: %d\n", meta.Rows, meta.Reps, meta.OpenIters, meta.Versions)
+	if len(meta.Notes) > 0 {
+		p("\n## How it is measured\n\n")
+		for _, n := range meta.Notes {
+			p("- %s\n", n)
+		}
+	}
+	p("\n## All measurements\n\n")
+	for _, d := range details {
+		p("%s\n", d)
+	}
+}
+
+// memRows adds the peak-memory rows of the streaming Go write at each size and the
+// flatness verdicts: the peak at the benchmark size (rows) within 25% of the peak at the
+// smallest size, and, when a larger size ran, the peak there within 25% of the peak at rows.
+func memRows(p func(string, ...any), results []Result, details *[]string, rows int64) {
+	type point struct {
+		rows int64
+		peak float64
+	}
+	var pts []point
+	for _, r := range results {
+		if !strings.HasPrefix(r.Bench, "mem-") || r.Side != SideGo {
+			continue
+		}
+		i := slices.IndexFunc(pts, func(pt point) bool { return pt.rows == r.Rows })
+		if i < 0 {
+			pts = append(pts, point{rows: r.Rows})
+			i = len(pts) - 1
+		}
+		pts[i].peak = max(pts[i].peak, float64(r.PeakRSS))
+	}
+	if len(pts) == 0 {
+		return
+	}
+	slices.SortFunc(pts, func(a, b point) int { return int(a.rows - b.rows) })
+	for _, pt := range pts {
+		p("| 5. peak RSS (VmHWM), lancectx streaming write of %s rows, fresh process | %.0f MiB | — | — | — | see growth | — |\n", si(float64(pt.rows)), pt.peak/(1<<20))
+		*details = append(*details, fmt.Sprintf("- peak RSS, %d rows: %.0f MiB (max over repetitions)", pt.rows, pt.peak/(1<<20)))
+	}
+	var stream []float64
+	for _, r := range results {
+		if strings.HasPrefix(r.Bench, "mem-") && r.Side == SideGo && r.Rows == rows {
+			stream = append(stream, r.RowsPerS)
+		}
+	}
+	if len(stream) > 0 {
+		slices.Sort(stream)
+		p("| 5. lancectx streaming write of %s rows incl. data generation (fresh process) | %s rows/s | — | — | — | info | — |\n", si(float64(rows)), si(Median(stream)))
+	}
+	growth := func(lo, hi point, what string) {
+		g := hi.peak / lo.peak
+		met := "no"
+		if g <= 1.25 {
+			met = "yes"
+		}
+		p("| 5. memory growth %s -> %s rows%s (peak ratio) | %.2fx | — | — | — | <= 1.25x | %s |\n", si(float64(lo.rows)), si(float64(hi.rows)), what, g, met)
+	}
+	at := slices.IndexFunc(pts, func(pt point) bool { return pt.rows == rows })
+	if at > 0 {
+		growth(pts[0], pts[at], "")
+	}
+	if at >= 0 && at < len(pts)-1 {
+		growth(pts[at], pts[len(pts)-1], ", beyond the benchmark size")
+	}
+}
+
+// openScaling states whether open latency depends on the version count: the latency
+// with many versions over the latency with 100, for each side.
+func openScaling(p func(string, ...any), results []Result, versions int) {
+	var cells [2]string
+	for i, side := range []string{SideGo, SideLanceDB} {
+		mode := ""
+		if side == SideLanceDB {
+			mode = "fresh"
+		}
+		a, _ := medianOf(pick(results, "open-big", side, mode), latency.get)
+		b, _ := medianOf(pick(results, "open-100", side, mode), latency.get)
+		cells[i] = "—"
+		if a > 0 && b > 0 {
+			cells[i] = fmt.Sprintf("%.2fx", a/b)
+		}
+	}
+	if cells != [2]string{"—", "—"} {
+		p("| 4. open latency at %d versions / at 100 versions (same fragments) | %s | %s | — | — | info | — |\n", versions, cells[0], cells[1])
+	}
+}
+
+func fmtVals(vals []float64) string {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		parts[i] = fmt.Sprintf("%.4g", v)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// si renders a count with a k/M suffix.
+func si(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
