@@ -153,7 +153,7 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		updateMaxFragmentID(m)
 		setFeatureFlags(m)
 		next.Transaction = txn
-		buf, err := encodeManifest(next)
+		buf, written, err := encodeManifest(next)
 		if err != nil {
 			return nil, err
 		}
@@ -164,15 +164,12 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		err = st.PutIfAbsent(ctx, key, bytes.NewReader(buf))
 		if err == nil {
 			writeVersionHint(ctx, st, m.Version)
-			decoded, err := decodeManifest(key, buf)
+			sch, err := schemaOf(written)
 			if err != nil {
 				return nil, err
 			}
-			sch, err := schemaOf(decoded.Manifest)
-			if err != nil {
-				return nil, err
-			}
-			return &Dataset{store: st, mf: decoded, schema: sch, manifestKey: key, manifestLen: int64(len(buf))}, nil
+			mf := &manifestFile{Manifest: written, Transaction: txn, Indices: next.Indices}
+			return &Dataset{store: st, mf: mf, schema: sch, manifestKey: key, manifestLen: int64(len(buf))}, nil
 		}
 		if !errors.Is(err, objstore.ErrExists) {
 			return nil, fmt.Errorf("commit version %d: %w", m.Version, err)
@@ -242,10 +239,33 @@ func nextFragmentID(m *tablepb.Manifest) uint64 {
 }
 
 // cloneBase starts the next manifest from base: same schema, fragments, config, metadata,
-// indices; no per-version fields.
+// indices; no per-version fields. Fragment messages are shared with base, not copied:
+// they are treated as immutable everywhere (operations replace a fragment with a modified
+// clone, never edit it), which keeps a commit on a manifest with many fragments cheap.
 func cloneBase(base *manifestFile) *manifestFile {
-	m := proto.Clone(base.Manifest).(*tablepb.Manifest)
-	m.IndexSection, m.TransactionSection = nil, nil
+	b := base.Manifest
+	m := &tablepb.Manifest{
+		Fields:             b.Fields,
+		Fragments:          append([]*tablepb.DataFragment(nil), b.Fragments...),
+		Version:            b.Version,
+		VersionAuxData:     b.VersionAuxData,
+		SchemaMetadata:     copyMap(b.SchemaMetadata),
+		Timestamp:          b.Timestamp,
+		Tag:                b.Tag,
+		ReaderFeatureFlags: b.ReaderFeatureFlags,
+		WriterFeatureFlags: b.WriterFeatureFlags,
+		MaxFragmentId:      b.MaxFragmentId,
+		TransactionFile:    b.TransactionFile,
+		WriterVersion:      b.WriterVersion,
+		NextRowId:          b.NextRowId,
+		DataFormat:         b.DataFormat,
+		Config:             copyMap(b.Config),
+		BasePaths:          b.BasePaths,
+		TableMetadata:      copyMap(b.TableMetadata),
+		Branch:             b.Branch,
+	}
+	// Fields this package does not know (newer Lance) survive the rewrite.
+	m.ProtoReflect().SetUnknown(b.ProtoReflect().GetUnknown())
 	var idx *tablepb.IndexSection
 	if base.Indices != nil {
 		idx = proto.Clone(base.Indices).(*tablepb.IndexSection)

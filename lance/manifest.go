@@ -117,9 +117,10 @@ func decodeManifest(path string, buf []byte) (*manifestFile, error) {
 }
 
 // encodeManifest lays out a manifest file the way Lance does: index section, then the
-// transaction, then the manifest. It sets the section offsets on a copy of mf.Manifest.
-func encodeManifest(mf *manifestFile) ([]byte, error) {
-	m := proto.Clone(mf.Manifest).(*tablepb.Manifest)
+// transaction, then the manifest. It returns the bytes and the manifest as written (with
+// the section offsets set; mf.Manifest itself is modified to carry them).
+func encodeManifest(mf *manifestFile) ([]byte, *tablepb.Manifest, error) {
+	m := mf.Manifest
 	m.IndexSection, m.TransactionSection = nil, nil
 	var buf []byte
 	appendSection := func(msg proto.Message) (uint64, error) {
@@ -138,26 +139,26 @@ func encodeManifest(mf *manifestFile) ([]byte, error) {
 	if mf.Indices != nil && len(mf.Indices.Indices) > 0 {
 		off, err := appendSection(mf.Indices)
 		if err != nil {
-			return nil, fmt.Errorf("encode index section: %w", err)
+			return nil, nil, fmt.Errorf("encode index section: %w", err)
 		}
 		m.IndexSection = proto.Uint64(off)
 	}
 	if mf.Transaction != nil {
 		off, err := appendSection(mf.Transaction)
 		if err != nil {
-			return nil, fmt.Errorf("encode transaction: %w", err)
+			return nil, nil, fmt.Errorf("encode transaction: %w", err)
 		}
 		m.TransactionSection = proto.Uint64(off)
 	}
 	pos := uint64(len(buf))
 	if _, err := appendSection(m); err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
+		return nil, nil, fmt.Errorf("encode manifest: %w", err)
 	}
 	buf = binary.LittleEndian.AppendUint64(buf, pos)
 	buf = binary.LittleEndian.AppendUint16(buf, manifestMajor)
 	buf = binary.LittleEndian.AppendUint16(buf, manifestMinor)
 	buf = append(buf, lanceMagic...)
-	return buf, nil
+	return buf, m, nil
 }
 
 // Directory and file names inside a dataset (reference/lance-format.md section 1).
