@@ -569,3 +569,47 @@ func TestCleanupSurvivesFailingBatchDeletes(t *testing.T) {
 		t.Fatalf("%d objects left, want %d: %v", len(names), wantObjects, names)
 	}
 }
+
+// TestAddNullColumnsReadsAsNullEverywhere: a schema-only commit adds nullable columns;
+// old fragments read them as null in lancectx and LanceDB, new appends fill them.
+func TestAddNullColumnsReadsAsNullEverywhere(t *testing.T) {
+	ctx := context.Background()
+	o := oracle.New(t)
+	path := filepath.Join(t.TempDir(), "evolve.lance")
+	ds, err := lance.Write(ctx, path, batchOf(t, rolloutRows(50, 0, 30)), lance.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := []arrow.Field{
+		{Name: "policy_version", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "raw_reward", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
+	}
+	ds, err = ds.AddNullColumns(ctx, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Version() != 2 || ds.Transaction().GetMerge() == nil || ds.Schema().Field("raw_reward") == nil {
+		t.Fatalf("version %d txn %v", ds.Version(), ds.Transaction())
+	}
+	same, err := ds.AddNullColumns(ctx, extra)
+	if err != nil || same.Version() != 2 {
+		t.Fatalf("adding existing columns again must be a no-op: %v %d", err, same.Version())
+	}
+	got, err := o.Read(path, oracle.ReadOptions{Columns: []string{"id", "policy_version", "raw_reward"}, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != `{"id":"row-000000","policy_version":null,"raw_reward":null}` {
+		t.Fatalf("LanceDB reads %v", got)
+	}
+	sameRows(t, "lancectx after adding columns", goRows(t, ds, "")[:3], mustRead(t, o, path)[:3])
+}
+
+func mustRead(t *testing.T, o *oracle.Oracle, path string) []string {
+	t.Helper()
+	rows, err := o.Read(path, oracle.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}

@@ -88,8 +88,9 @@ func (r *Reader) newDecoder(f *schema.Field, bud *budget) (decoder, error) {
 	return &leafDecoder{pages: pageSource{r: r, col: col}, acc: &fixedAcc{bud: bud, typ: t, width: w}}, nil
 }
 
-// pageSource loads the pages of one column, keeping the last one: reads and takes
-// visit pages in ascending order, so each page is fetched at most once per call.
+// pageSource loads the pages of one column for one call, keeping the last one: reads
+// and takes visit pages in ascending order, so each page is loaded at most once per
+// call (and fetched at most once across calls while the Reader's cache holds it).
 type pageSource struct {
 	r       *Reader
 	col     int
@@ -105,7 +106,7 @@ func (s *pageSource) load(ctx context.Context, idx int) ([][]byte, error) {
 	if s.loaded && s.lastIdx == idx {
 		return s.last, nil
 	}
-	bufs, err := s.r.fetchPage(ctx, &s.r.cols[s.col].pages[idx])
+	bufs, err := s.r.page(ctx, s.col, idx)
 	if err != nil {
 		return nil, err
 	}

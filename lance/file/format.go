@@ -25,6 +25,13 @@ const (
 	// page, the same 8 MiB Lance's 2.0 writer uses.
 	DefaultPageBytes = 8 << 20
 
+	// DefaultPageRows is the row count after which the writer starts new pages in every
+	// column (WriterOptions.PageRows). Without it a 4-byte column fills its 8 MiB only
+	// every 2M rows: such columns became one page per file, a reader fetched the whole
+	// page for every batch, and the writer's memory grew with the file until every
+	// column buffer was full. See the PageRows doc for how the value was chosen.
+	DefaultPageRows = 32768
+
 	// tailReadSize is how much Open reads from the end of the file in its first request;
 	// small files' metadata fits and needs no second request.
 	tailReadSize = 64 << 10

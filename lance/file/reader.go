@@ -67,8 +67,10 @@ func (s readerAtSource) ReadRange(ctx context.Context, off, length int64) ([]byt
 	return nil, err
 }
 
-// Reader decodes one Lance 2.0 data file. It holds the parsed metadata only; page data
-// is fetched on demand by Read and Take. A Reader is safe for concurrent use.
+// Reader decodes one Lance 2.0 data file. It holds the parsed metadata and, per column,
+// the page fetched last (see ReaderOptions.PageCacheBytes); page data is fetched on
+// demand by Read and Take, so reading a file forward in batches fetches every page once.
+// A Reader is safe for concurrent use.
 type Reader struct {
 	src          Source
 	size         int64
@@ -81,6 +83,17 @@ type Reader struct {
 	top          map[int32]*schema.Field // top-level fields by id
 	// maxDecode bounds the Arrow bytes one Read/Take may produce (tests lower it).
 	maxDecode int64
+	cache     *pageCache
+}
+
+// ReaderOptions tunes a Reader. The zero value gives the defaults.
+type ReaderOptions struct {
+	// PageCacheBytes bounds the page data a Reader keeps between Read and Take calls:
+	// the last page fetched of every column, least recently used columns dropped first
+	// when over the bound. 0 means DefaultPageCacheBytes; negative disables the cache
+	// (every call then fetches the pages it touches). Arrays returned by Read and Take
+	// may reference page data whatever this setting.
+	PageCacheBytes int64
 }
 
 type bufRange struct{ pos, size uint64 }
@@ -124,6 +137,11 @@ func (p *pageInfo) encoding() (*pb.ArrayEncoding, error) {
 // metadata of the size-byte file behind src. Small files need a single read (the last
 // 64 KiB); larger metadata costs one more.
 func Open(ctx context.Context, src Source, size int64) (*Reader, error) {
+	return OpenWith(ctx, src, size, ReaderOptions{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (*Reader, error) {
 	if size < footerSize {
 		return nil, corruptf(0, "file is %d bytes, smaller than the %d-byte footer", size, footerSize)
 	}
@@ -210,6 +228,11 @@ func Open(ctx context.Context, src Source, size int64) (*Reader, error) {
 	if err := r.mapColumns(); err != nil {
 		return nil, err
 	}
+	cacheBytes := opts.PageCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultPageCacheBytes
+	}
+	r.cache = newPageCache(len(r.cols), cacheBytes)
 	return r, nil
 }
 

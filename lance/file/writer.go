@@ -17,12 +17,18 @@ import (
 	"github.com/lancectx/lancectx/lance/schema"
 )
 
-// WriterOptions tunes a Writer. The zero value is Lance's default behaviour.
+// WriterOptions tunes a Writer. The zero value gives the defaults.
 type WriterOptions struct {
 	// PageBytes is the per-column buffered size (encoded bytes) at which a page is
-	// flushed; 0 means DefaultPageBytes. Memory held by a Writer is about
-	// PageBytes × columns, whatever the number of rows.
+	// flushed; 0 means DefaultPageBytes.
 	PageBytes int
+	// PageRows caps pages by rows: every PageRows rows of the file, every column that
+	// holds buffered rows is flushed, so page boundaries of narrow columns line up at
+	// multiples of PageRows. 0 means DefaultPageRows; a negative value disables the
+	// cap (pages are then cut by PageBytes alone, which for a 4-byte column means one
+	// page per 2M rows). Memory held by a Writer is about the sum over columns of
+	// min(PageBytes, PageRows × the column's bytes per row), whatever the number of rows.
+	PageRows int
 }
 
 // FileInfo describes a finished file in the terms the manifest's DataFile needs.
@@ -43,19 +49,22 @@ type FileInfo struct {
 var ErrWriterClosed = errors.New("lance file: writer closed")
 
 // Writer streams record batches into one Lance 2.0 data file. Each column is buffered
-// until PageBytes have accumulated and then written as a page, so memory stays bounded
-// regardless of the number of rows. A Writer is not safe for concurrent use.
+// until PageBytes have accumulated or PageRows rows have gone by, and then written as a
+// page, so memory stays bounded regardless of the number of rows. A Writer is not safe
+// for concurrent use.
 type Writer struct {
 	out    *bufio.Writer
 	pos    uint64
 	schema *schema.Schema
 	limit  int
-	roots  []encoder
-	cols   []*file2pb.ColumnMetadata
-	rows   uint64
-	err    error
-	closed bool
-	pad    [alignment]byte
+	// rowLimit is PageRows (0: no row cap).
+	rowLimit uint64
+	roots    []encoder
+	cols     []*file2pb.ColumnMetadata
+	rows     uint64
+	err      error
+	closed   bool
+	pad      [alignment]byte
 }
 
 // NewWriter starts a file with schema s (ids as given: they are what the manifest will
@@ -72,6 +81,12 @@ func NewWriter(w io.Writer, s *schema.Schema, opts WriterOptions) (*Writer, erro
 		limit = DefaultPageBytes
 	}
 	wr := &Writer{out: bufio.NewWriterSize(w, 256<<10), schema: s.Clone(), limit: limit}
+	switch {
+	case opts.PageRows == 0:
+		wr.rowLimit = DefaultPageRows
+	case opts.PageRows > 0:
+		wr.rowLimit = uint64(opts.PageRows)
+	}
 	for i := range wr.pad {
 		wr.pad[i] = padByte
 	}
@@ -139,23 +154,29 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 		return nil
 	}
 	// Feed big batches in slices of about one page of the widest column, so pages stay
-	// near PageBytes and memory near PageBytes per column whatever the batch size.
+	// near PageBytes and memory near PageBytes per column whatever the batch size, and
+	// cut slices at multiples of PageRows, where every column is flushed.
 	chunk := n
 	if widest := maxColumnBytes(rec); widest > int64(w.limit) {
 		chunk = max(1, n*int64(w.limit)/widest)
 	}
-	for off := int64(0); off < n; off += chunk {
+	for off := int64(0); off < n; {
+		end := min(n, off+chunk)
+		if w.rowLimit > 0 {
+			end = min(end, off+int64(w.rowLimit-w.rows%w.rowLimit))
+		}
 		part := rec
-		if chunk < n {
-			part = rec.NewSlice(off, min(n, off+chunk))
+		if end-off < n {
+			part = rec.NewSlice(off, end)
 		}
 		err := w.writeChunk(part)
-		if chunk < n {
+		if part != rec {
 			part.Release()
 		}
 		if err != nil {
 			return w.fail(err)
 		}
+		off = end
 	}
 	return nil
 }
@@ -167,8 +188,15 @@ func (w *Writer) writeChunk(rec arrow.RecordBatch) error {
 		}
 	}
 	w.rows += uint64(rec.NumRows())
+	rowCut := w.rowLimit > 0 && w.rows%w.rowLimit == 0
 	for _, e := range w.roots {
-		if err := e.maybeFlush(w, w.limit); err != nil {
+		var err error
+		if rowCut {
+			err = e.flush(w)
+		} else {
+			err = e.maybeFlush(w, w.limit)
+		}
+		if err != nil {
 			return err
 		}
 	}
