@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -77,7 +78,7 @@ func (r *Reader) newDecoder(f *schema.Field, bud *budget) (decoder, error) {
 			l.offs = append(l.offs, 0)
 			return &binaryListDecoder{typ: t, list: l}, nil
 		}
-		acc := &binAcc{bud: bud}
+		acc := &binAcc{bud: bud, maxPending: r.maxPending}
 		acc.init(t)
 		return &leafDecoder{pages: pageSource{r: r, col: col}, acc: acc}, nil
 	}
@@ -612,33 +613,83 @@ func (c *fslAcc) finish() (arrow.ArrayData, error) {
 
 // binAcc decodes utf8/binary (32- or 64-bit offsets) from Binary pages, Lance's
 // dictionary pages (indices 0 = null, 1..K) and all-null pages.
+//
+// The value bytes are kept as chunks, in order: slices of page buffers (borrowed) and
+// buffers built from dictionary items. finish joins them with one copy into memory that
+// is not zeroed first (bytes.Join), or returns the only chunk as is. Borrowed chunks keep
+// their pages alive, so past maxPending bytes they are flattened into one growing buffer.
 type binAcc struct {
-	bud    *budget
-	typ    arrow.DataType
-	large  bool
-	offs   []int64 // offs[0] = 0
-	data   []byte
-	valid  validity
-	expect int
+	bud   *budget
+	typ   arrow.DataType
+	large bool
+	offs  []int64 // offs[0] = 0; offs[len-1] is the number of value bytes so far
+	// chunks hold the value bytes; owned is true when the last chunk is ours to append to.
+	chunks  [][]byte
+	owned   bool
+	pending int // bytes of borrowed chunks, at most maxPending
+	// flat is set past maxPending: page bytes are copied as they come.
+	flat       bool
+	maxPending int
+	valid      validity
+	expect     int
 }
+
+// defaultMaxPendingBytes bounds the page bytes a binAcc keeps alive through borrowed
+// chunks (Reader.maxPending; tests lower it).
+const defaultMaxPendingBytes = 64 << 20
 
 func (c *binAcc) reserve(n int) {
 	c.expect += n
 	c.offs = slices.Grow(c.offs, preallocBytes(8*n)/8)
 }
 
-// growData makes room for need more bytes, extrapolating the average value size so far
-// to the rows still expected: one allocation for most reads.
-func (c *binAcc) growData(need int) {
-	if cap(c.data)-len(c.data) >= need {
-		return
+func (c *binAcc) size() int64 { return c.offs[len(c.offs)-1] }
+
+// ownedTail returns the last chunk, owned (pushing a new one if needed) and with room
+// for need more bytes; the caller appends to it and stores it back as
+// c.chunks[len(c.chunks)-1]. Growth extrapolates the average value size so far to the
+// rows still expected: one allocation for most reads.
+func (c *binAcc) ownedTail(need int) []byte {
+	if c.owned {
+		last := c.chunks[len(c.chunks)-1]
+		if cap(last)-len(last) >= need {
+			return last
+		}
 	}
 	rows := len(c.offs) - 1
 	extra := 0
 	if left := c.expect - rows; left > 0 && rows > 0 {
-		extra = preallocBytes(int(min(int64(len(c.data)+need)/int64(rows)*int64(left), math.MaxInt32)))
+		extra = preallocBytes(int(min((c.size()+int64(need))/int64(rows)*int64(left), math.MaxInt32)))
 	}
-	c.data = slices.Grow(c.data, need+extra)
+	if c.owned {
+		last := &c.chunks[len(c.chunks)-1]
+		*last = slices.Grow(*last, need+extra)
+		return *last
+	}
+	c.chunks = append(c.chunks, make([]byte, 0, need+extra))
+	c.owned = true
+	return c.chunks[len(c.chunks)-1]
+}
+
+// appendBorrowed adds a slice of a page buffer.
+func (c *binAcc) appendBorrowed(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if !c.flat && c.pending+len(b) <= c.maxPending {
+		c.chunks = append(c.chunks, b[:len(b):len(b)])
+		c.owned = false
+		c.pending += len(b)
+		return
+	}
+	if !c.flat {
+		// A big read: copy what is borrowed into one buffer, dropping the page
+		// references, and copy from now on.
+		c.chunks = [][]byte{bytes.Join(c.chunks, nil)}
+		c.owned, c.flat, c.pending = true, true, 0
+	}
+	data := append(c.ownedTail(len(b)), b...)
+	c.chunks[len(c.chunks)-1] = data
 }
 
 func (c *binAcc) init(t arrow.DataType) {
@@ -717,13 +768,7 @@ func (c *binAcc) appendBinary(p *binaryPageData, outer []byte, a, b int) error {
 	if err := c.bud.take(int(prev - startByte)); err != nil {
 		return err
 	}
-	chunk := p.bytes[startByte:prev]
-	if c.data == nil && len(c.offs)-1 == c.expect {
-		c.data = chunk[:len(chunk):len(chunk)] // the whole result: borrow, no copy
-		return nil
-	}
-	c.growData(len(chunk))
-	c.data = append(c.data, chunk...)
+	c.appendBorrowed(p.bytes[startByte:prev])
 	return nil
 }
 
@@ -741,7 +786,12 @@ func (c *binAcc) appendLanceDict(d *dictPageData, outer []byte, a, b int) error 
 	if err := c.bud.take(int(size)); err != nil {
 		return err
 	}
-	c.growData(int(size))
+	var data []byte
+	if size > 0 {
+		data = c.ownedTail(int(size))
+		defer func() { c.chunks[len(c.chunks)-1] = data }()
+	}
+	base := c.size() - int64(len(data))
 	for i := a; i < b; i++ {
 		k := d.key(i)
 		null := k == 0 || (d.keysValid != nil && !bitutil.BitIsSet(d.keysValid, i)) || (outer != nil && !bitutil.BitIsSet(outer, i))
@@ -759,8 +809,8 @@ func (c *binAcc) appendLanceDict(d *dictPageData, outer []byte, a, b int) error 
 			c.valid.appendOne(false)
 			continue
 		}
-		c.data = append(c.data, d.items.bytes[d.itemOff[k]:d.itemOff[k+1]]...)
-		c.offs = append(c.offs, int64(len(c.data)))
+		data = append(data, d.items.bytes[d.itemOff[k]:d.itemOff[k+1]]...)
+		c.offs = append(c.offs, base+int64(len(data)))
 		c.valid.appendOne(true)
 	}
 	return nil
@@ -782,15 +832,29 @@ func checkUTF8(data []byte, offs []int64) error {
 
 // appendValue appends one valid value (used by the dictionary accumulator).
 func (c *binAcc) appendValue(v []byte) {
-	c.data = append(c.data, v...)
-	c.offs = append(c.offs, int64(len(c.data)))
+	data := c.ownedTail(len(v))
+	data = append(data, v...)
+	c.chunks[len(c.chunks)-1] = data
+	c.offs = append(c.offs, c.size()+int64(len(v)))
 	c.valid.appendOne(true)
 }
 
 func (c *binAcc) finish() (arrow.ArrayData, error) {
 	n := len(c.offs) - 1
+	var data []byte
+	switch len(c.chunks) {
+	case 0:
+	case 1:
+		data = c.chunks[0]
+	default:
+		data = bytes.Join(c.chunks, nil)
+	}
+	c.chunks = nil
+	if int64(len(data)) != c.size() {
+		return nil, corruptf(-1, "binary values hold %d bytes, offsets reference %d", len(data), c.size())
+	}
 	if c.typ.ID() == arrow.STRING || c.typ.ID() == arrow.LARGE_STRING {
-		if err := checkUTF8(c.data, c.offs); err != nil {
+		if err := checkUTF8(data, c.offs); err != nil {
 			return nil, err
 		}
 	}
@@ -809,7 +873,7 @@ func (c *binAcc) finish() (arrow.ArrayData, error) {
 			binary.LittleEndian.PutUint32(offBuf[4*i:], uint32(o))
 		}
 	}
-	return array.NewData(c.typ, n, []*memory.Buffer{c.valid.buffer(), memory.NewBufferBytes(offBuf), memory.NewBufferBytes(c.data)}, nil, c.valid.nulls, 0), nil
+	return array.NewData(c.typ, n, []*memory.Buffer{c.valid.buffer(), memory.NewBufferBytes(offBuf), memory.NewBufferBytes(data)}, nil, c.valid.nulls, 0), nil
 }
 
 // dictAcc decodes dictionary<K, utf8|binary> fields: every page has its own dictionary,

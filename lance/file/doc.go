@@ -26,7 +26,14 @@
 //   - struct: a header column with exactly one struct{} page, then one column per child.
 //
 // Pages are flushed when a column has buffered WriterOptions.PageBytes (8 MiB by default,
-// like Lance); big batches are fed in slices so pages stay near that size.
+// like Lance) and, in every column, at each multiple of WriterOptions.PageRows rows
+// (65,536 by default), so narrow columns get many pages rather than one per 2M rows and
+// the writer's memory does not grow with the file; big batches are fed in slices so
+// pages stay near those sizes.
+//
+// A Reader keeps the page it fetched last in every column across Read and Take calls
+// (bounded by ReaderOptions.PageCacheBytes), so a scan in batches smaller than a page
+// fetches each page once.
 //
 // # Reading
 //

@@ -234,13 +234,13 @@ type fixedEncoder struct {
 	valid  validity
 }
 
-func (e *fixedEncoder) append(_ *Writer, arr arrow.Array, parentValid []byte) error {
+func (e *fixedEncoder) append(w *Writer, arr arrow.Array, parentValid []byte) error {
 	d := arr.Data()
 	off, n := d.Offset(), d.Len()
 	if e.width == 0 {
 		e.bools.appendBits(bufBytes(d, 1), off, n)
 	} else {
-		e.values = appendGrow(e.values, bufBytes(d, 1)[off*e.width:(off+n)*e.width])
+		e.values = appendGrow(e.values, bufBytes(d, 1)[off*e.width:(off+n)*e.width], w.limit)
 	}
 	v, voff := rowValidity(d, parentValid)
 	e.valid.appendBitmap(v, voff, n)
@@ -299,7 +299,7 @@ type fslEncoder struct {
 	rows   validity
 }
 
-func (e *fslEncoder) append(_ *Writer, arr arrow.Array, parentValid []byte) error {
+func (e *fslEncoder) append(w *Writer, arr arrow.Array, parentValid []byte) error {
 	d := arr.Data()
 	n := d.Len()
 	child := d.Children()[0]
@@ -308,7 +308,7 @@ func (e *fslEncoder) append(_ *Writer, arr arrow.Array, parentValid []byte) erro
 	if e.width == 0 {
 		e.bools.appendBits(bufBytes(child, 1), coff, cn)
 	} else {
-		e.values = appendGrow(e.values, bufBytes(child, 1)[coff*e.width:(coff+cn)*e.width])
+		e.values = appendGrow(e.values, bufBytes(child, 1)[coff*e.width:(coff+cn)*e.width], w.limit)
 	}
 	e.items.appendBitmap(nullBits(child), coff, cn)
 	v, voff := rowValidity(d, parentValid)
@@ -385,10 +385,17 @@ type binaryPage struct {
 }
 
 // appendGrow appends src, doubling capacity when it runs out: Go's own growth for
-// large slices is ~1.25x, which copies page buffers several times over.
-func appendGrow(dst, src []byte) []byte {
+// large slices is ~1.25x, which copies page buffers several times over. A page buffer
+// is flushed once it holds more than limit bytes, so it never needs more than limit
+// plus one append: doubling stops there instead of reaching twice the page size.
+func appendGrow(dst, src []byte, limit int) []byte {
 	if cap(dst)-len(dst) < len(src) {
-		nb := make([]byte, len(dst), max(2*cap(dst), len(dst)+len(src), 4096))
+		need := len(dst) + len(src)
+		c := max(2*cap(dst), need, 4096)
+		if limit > 0 {
+			c = min(c, max(need, limit+len(src)))
+		}
+		nb := make([]byte, len(dst), c)
 		copy(nb, dst)
 		dst = nb
 	}
@@ -396,14 +403,14 @@ func appendGrow(dst, src []byte) []byte {
 }
 
 // appendArray appends rows [off, off+n) of a string/binary array.
-func (p *binaryPage) appendArray(d arrow.ArrayData, validBits []byte, validOff int) {
+func (p *binaryPage) appendArray(d arrow.ArrayData, validBits []byte, validOff int, limit int) {
 	off, n := d.Offset(), d.Len()
 	vals := bufBytes(d, 2)
 	base := uint64(len(p.data))
 	if d.DataType().ID() == arrow.LARGE_STRING || d.DataType().ID() == arrow.LARGE_BINARY {
 		offs := arrow.Int64Traits.CastFromBytes(bufBytes(d, 1))[off : off+n+1]
 		first := offs[0]
-		p.data = appendGrow(p.data, vals[first:offs[n]])
+		p.data = appendGrow(p.data, vals[first:offs[n]], limit)
 		p.ends = slices.Grow(p.ends, n)
 		for _, o := range offs[1:] {
 			p.ends = append(p.ends, base+uint64(o-first))
@@ -411,7 +418,7 @@ func (p *binaryPage) appendArray(d arrow.ArrayData, validBits []byte, validOff i
 	} else {
 		offs := arrow.Int32Traits.CastFromBytes(bufBytes(d, 1))[off : off+n+1]
 		first := offs[0]
-		p.data = appendGrow(p.data, vals[first:offs[n]])
+		p.data = appendGrow(p.data, vals[first:offs[n]], limit)
 		p.ends = slices.Grow(p.ends, n)
 		for _, o := range offs[1:] {
 			p.ends = append(p.ends, base+uint64(o-first))
@@ -466,10 +473,10 @@ type binaryEncoder struct {
 	page binaryPage
 }
 
-func (e *binaryEncoder) append(_ *Writer, arr arrow.Array, parentValid []byte) error {
+func (e *binaryEncoder) append(w *Writer, arr arrow.Array, parentValid []byte) error {
 	d := arr.Data()
 	v, voff := rowValidity(d, parentValid)
-	e.page.appendArray(d, v, voff)
+	e.page.appendArray(d, v, voff, w.limit)
 	return nil
 }
 

@@ -387,6 +387,9 @@ func TestInteropLanceDBReadsGoFiles(t *testing.T) {
 		{"gotypes", WriterOptions{}, []int{500, 1, 499}},
 		// Tiny pages: every column, list items included, spans many pages.
 		{"gopages", WriterOptions{PageBytes: 2048}, []int{700, 300, 1000}},
+		// Pages cut by rows (at multiples of 128, whatever the batch sizes) and, for the
+		// wide columns, by bytes in between.
+		{"gorows", WriterOptions{PageRows: 128, PageBytes: 4096}, []int{700, 300, 1000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var recs []arrow.RecordBatch

@@ -83,7 +83,10 @@ type Reader struct {
 	top          map[int32]*schema.Field // top-level fields by id
 	// maxDecode bounds the Arrow bytes one Read/Take may produce (tests lower it).
 	maxDecode int64
-	cache     *pageCache
+	// maxPending bounds the page bytes a utf8/binary decode borrows before copying
+	// (tests lower it).
+	maxPending int
+	cache      *pageCache
 }
 
 // ReaderOptions tunes a Reader. The zero value gives the defaults.
@@ -204,7 +207,7 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 		src: src, size: size, major: ft.major, minor: ft.minor,
 		schema: sch, rows: fd.GetLength(),
 		colOf: make(map[int32]int), top: make(map[int32]*schema.Field), binaryAsList: make(map[int32]bool),
-		maxDecode: defaultMaxDecodeBytes,
+		maxDecode: defaultMaxDecodeBytes, maxPending: defaultMaxPendingBytes,
 	}
 	cmo, err := m.get(ft.cmoTableStart, cmoLen)
 	if err != nil {
