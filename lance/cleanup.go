@@ -439,15 +439,24 @@ func (c *cleaner) deleteKeys(ctx context.Context, keys []string, inv *inventory,
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.opts.DeleteConcurrency)
 	var stopped atomic.Bool
-	for lo := 0; lo < len(keys); lo += c.opts.DeleteBatchSize {
-		batch := keys[lo:min(lo+c.opts.DeleteBatchSize, len(keys))]
-		if reason := c.stopReason(len(batch)); reason != "" {
+	for lo := 0; lo < len(keys); {
+		n := min(c.opts.DeleteBatchSize, len(keys)-lo)
+		if c.opts.MaxObjects > 0 {
+			n = min(n, c.opts.MaxObjects-int(c.deleted.Load())) // shrink the last batch to the budget
+		}
+		reason := c.stopReason()
+		if reason == "" && n <= 0 {
+			reason = "max_objects"
+		}
+		if reason != "" {
 			c.mu.Lock()
 			c.res.StoppedBy = reason
 			c.mu.Unlock()
 			stopped.Store(true)
 			break
 		}
+		batch := keys[lo : lo+n]
+		lo += n
 		c.deleted.Add(int64(len(batch))) // reserve budget before the batch runs
 		g.Go(func() error {
 			err := c.st.DeleteBatch(gctx, batch)
@@ -483,6 +492,9 @@ func (c *cleaner) deleteKeys(ctx context.Context, keys []string, inv *inventory,
 		})
 	}
 	if err := g.Wait(); err != nil {
+		c.mu.Lock()
+		c.res.StoppedBy = "error"
+		c.mu.Unlock()
 		return err
 	}
 	if stopped.Load() {
@@ -492,11 +504,11 @@ func (c *cleaner) deleteKeys(ctx context.Context, keys []string, inv *inventory,
 }
 
 // stopReason says why no further batch may start, or "".
-func (c *cleaner) stopReason(next int) string {
+func (c *cleaner) stopReason() string {
 	if !c.stopAt.IsZero() && !time.Now().Before(c.stopAt) {
 		return "timeout"
 	}
-	if c.opts.MaxObjects > 0 && c.deleted.Load()+int64(next) > int64(c.opts.MaxObjects) {
+	if c.opts.MaxObjects > 0 && c.deleted.Load() >= int64(c.opts.MaxObjects) {
 		return "max_objects"
 	}
 	return ""

@@ -317,3 +317,10 @@ func copyMap[V any](m map[string]V) map[string]V {
 	}
 	return out
 }
+
+// CountVersions counts the committed manifests of the dataset at st from the listing
+// alone (no manifest is read).
+func CountVersions(ctx context.Context, st objstore.Reader) (int, error) {
+	refs, err := listManifests(ctx, st)
+	return len(refs), err
+}
