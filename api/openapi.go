@@ -1,0 +1,42 @@
+package api
+
+import (
+	_ "embed"
+	"slices"
+)
+
+//go:embed openapi.json
+var openapiDoc []byte
+
+// OpenAPI returns the OpenAPI 3 document (JSON) of the worker routes. The worker serves
+// it as it is; the returned slice is a copy the caller may keep.
+func OpenAPI() []byte {
+	return slices.Clone(openapiDoc)
+}
+
+// Route is one method and path pattern of the worker, in the {param} syntax shared by
+// OpenAPI and net/http.ServeMux.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Routes lists every route of the worker API, the ones the OpenAPI document
+// describes. A test of this package keeps the two equal; the worker's tests can check
+// that its mux serves each of them.
+func Routes() []Route {
+	return []Route{
+		{"POST", "/api/v1/rollouts"},
+		{"GET", "/api/v1/rollouts"},
+		{"GET", "/api/v1/rollouts/{name}"},
+		{"DELETE", "/api/v1/rollouts/{name}"},
+		{"POST", "/api/v1/rollouts/{name}/records"},
+		{"GET", "/api/v1/rollouts/{name}/records"},
+		{"GET", "/api/v1/rollouts/{name}/records/{id}"},
+		{"GET", "/api/v1/rollouts/{name}/records/{id}/blob"},
+		{"GET", "/api/v1/rollouts/{name}/arrow"},
+		{"POST", "/api/v1/internal/merge-wal/{name}"},
+		{"GET", "/api/v1/health"},
+		{"GET", "/metrics"},
+	}
+}

@@ -1,0 +1,191 @@
+package api
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// openAPIDoc is the part of an OpenAPI 3 document the tests look at.
+type openAPIDoc struct {
+	OpenAPI    string                                `json:"openapi"`
+	Info       map[string]any                        `json:"info"`
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	Components struct {
+		Schemas    map[string]SchemaDoc `json:"schemas"`
+		Parameters map[string]any       `json:"parameters"`
+		Responses  map[string]any       `json:"responses"`
+	} `json:"components"`
+}
+
+// SchemaDoc is an OpenAPI schema object, as far as the tests need it.
+type SchemaDoc struct {
+	Properties map[string]json.RawMessage `json:"properties"`
+	Required   []string                   `json:"required"`
+}
+
+func parseOpenAPI(t *testing.T) openAPIDoc {
+	t.Helper()
+	var doc openAPIDoc
+	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatalf("openapi.json does not parse: %v", err)
+	}
+	return doc
+}
+
+var httpMethods = []string{"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+
+func TestOpenAPIListsEveryRouteAndNothingElse(t *testing.T) {
+	doc := parseOpenAPI(t)
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi = %q, want 3.x", doc.OpenAPI)
+	}
+	if doc.Info["title"] == nil || doc.Info["version"] == nil {
+		t.Fatal("info lacks title or version")
+	}
+	var inDoc []string
+	opIDs := map[string]bool{}
+	for path, item := range doc.Paths {
+		for key, raw := range item {
+			if key == "parameters" {
+				continue
+			}
+			if !slices.Contains(httpMethods, key) {
+				t.Errorf("%s: unexpected key %q", path, key)
+				continue
+			}
+			inDoc = append(inDoc, strings.ToUpper(key)+" "+path)
+			var op struct {
+				OperationID string                     `json:"operationId"`
+				Responses   map[string]json.RawMessage `json:"responses"`
+			}
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", key, path, err)
+			}
+			if op.OperationID == "" || opIDs[op.OperationID] {
+				t.Errorf("%s %s: operationId %q missing or repeated", key, path, op.OperationID)
+			}
+			opIDs[op.OperationID] = true
+			if len(op.Responses) == 0 {
+				t.Errorf("%s %s: no responses", key, path)
+			}
+		}
+	}
+	var want []string
+	for _, r := range Routes() {
+		want = append(want, r.Method+" "+r.Path)
+	}
+	sort.Strings(inDoc)
+	sort.Strings(want)
+	if !slices.Equal(inDoc, want) {
+		t.Fatalf("document routes:\n%s\nRoutes():\n%s", strings.Join(inDoc, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestOpenAPIReferencesResolve(t *testing.T) {
+	var root any
+	if err := json.Unmarshal(OpenAPI(), &root); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any)
+	n := 0
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				n++
+				if !strings.HasPrefix(ref, "#/") {
+					t.Errorf("non-local $ref %q", ref)
+					return
+				}
+				var cur any = root
+				for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+					m, ok := cur.(map[string]any)
+					if !ok || m[part] == nil {
+						t.Errorf("$ref %q does not resolve", ref)
+						return
+					}
+					cur = m[part]
+				}
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(root)
+	if n < 20 {
+		t.Fatalf("only %d $refs found; the walk is broken", n)
+	}
+}
+
+// jsonFields lists the JSON names of a struct type's fields.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkSchemaMatches fails t when the document's schema named name does not have
+// exactly the JSON fields of Go type typ.
+func checkSchemaMatches(t *testing.T, name string, typ reflect.Type) {
+	t.Helper()
+	doc := parseOpenAPI(t)
+	s, ok := doc.Components.Schemas[name]
+	if !ok {
+		t.Fatalf("schema %s missing", name)
+	}
+	var props []string
+	for p := range s.Properties {
+		props = append(props, p)
+	}
+	sort.Strings(props)
+	if want := jsonFields(typ); !slices.Equal(props, want) {
+		t.Errorf("schema %s properties %v; Go type %v has %v", name, props, typ, want)
+	}
+	for _, r := range s.Required {
+		if !slices.Contains(props, r) {
+			t.Errorf("schema %s requires unknown property %q", name, r)
+		}
+	}
+}
+
+func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
+	cases := map[string]reflect.Type{
+		"CreateRolloutStoreRequest": reflect.TypeFor[CreateRolloutStoreRequest](),
+		"StoreInfo":                 reflect.TypeFor[StoreInfo](),
+		"StoreSummary":              reflect.TypeFor[StoreSummary](),
+		"ListStoresResponse":        reflect.TypeFor[ListStoresResponse](),
+		"AppendResponse":            reflect.TypeFor[AppendResponse](),
+		"GetRecordResponse":         reflect.TypeFor[GetRecordResponse[struct{}]](),
+		"ListRecordsResponse":       reflect.TypeFor[ListRecordsResponse[struct{}]](),
+		"MergeWALResponse":          reflect.TypeFor[MergeWALResponse](),
+		"HealthResponse":            reflect.TypeFor[HealthResponse](),
+		"HealthCheck":               reflect.TypeFor[HealthCheck](),
+		"Error":                     reflect.TypeFor[ErrorResponse](),
+	}
+	for name, typ := range cases {
+		t.Run(name, func(t *testing.T) { checkSchemaMatches(t, name, typ) })
+	}
+}
+
+func TestOpenAPIReturnsACopy(t *testing.T) {
+	a := OpenAPI()
+	a[0] = 'X'
+	if OpenAPI()[0] == 'X' {
+		t.Fatal("OpenAPI returned the embedded bytes")
+	}
+}

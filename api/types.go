@@ -1,0 +1,111 @@
+package api
+
+import "time"
+
+// PathPrefix is where every versioned route lives.
+const PathPrefix = "/api/v1"
+
+// CreateRolloutStoreRequest is the body of POST /api/v1/rollouts.
+type CreateRolloutStoreRequest struct {
+	Name string `json:"name"`
+	// StorageOptions are backend options for this store's dataset (credentials,
+	// endpoints). Optional.
+	StorageOptions map[string]string `json:"storage_options,omitempty"`
+}
+
+// StoreInfo describes one rollout store: the answer to a create and to
+// GET /api/v1/rollouts/{name}.
+type StoreInfo struct {
+	Name string `json:"name"`
+	// URI is the store's dataset location ({data_dir}/{name}.rollout.lance).
+	URI string `json:"uri"`
+	// Version is the base table's Lance version. Appends do not advance it (they go
+	// to the WAL); merges do.
+	Version uint64 `json:"version"`
+}
+
+// StoreSummary is one entry of a store listing. It comes from the registry alone, so
+// it has no version (that would mean opening every dataset).
+type StoreSummary struct {
+	Name string `json:"name"`
+	URI  string `json:"uri"`
+}
+
+// ListStoresResponse is the answer to GET /api/v1/rollouts.
+type ListStoresResponse struct {
+	Stores []StoreSummary `json:"stores"`
+}
+
+// AppendResponse is the answer (201) to POST /api/v1/rollouts/{name}/records.
+type AppendResponse struct {
+	// Version is the base table's version when the append was acknowledged; kept for
+	// compatibility. It says nothing about the write: use Durable and Visible.
+	Version uint64 `json:"version"`
+	// IDs are the record ids in request order (ids may repeat).
+	IDs []string `json:"ids"`
+	// Count is the number of records written.
+	Count int `json:"count"`
+	// Durable is always true in a 2xx: the rows are in a WAL object written with a
+	// conditional create, and survive a crash.
+	Durable bool `json:"durable"`
+	// Visible tells whether every reader (any worker) can see the rows already: true
+	// after ?flush=true sealed them into a generation, false when only this worker's
+	// memtable has them.
+	Visible bool `json:"visible"`
+	// Generation is the sealed generation that holds the rows, when Visible.
+	Generation *uint64 `json:"generation,omitempty"`
+}
+
+// GetRecordResponse is the answer to GET /api/v1/rollouts/{name}/records/{id}. T is
+// the record type of the store kind (rollout.Record for rollout stores). A missing
+// record is a 404, never {"record": null}.
+type GetRecordResponse[T any] struct {
+	Record T `json:"record"`
+}
+
+// ListRecordsResponse is one page of GET /api/v1/rollouts/{name}/records.
+type ListRecordsResponse[T any] struct {
+	Records []T `json:"records"`
+	// HasMore tells whether a page at Offset+Limit would have rows.
+	HasMore bool `json:"has_more"`
+	Limit   int  `json:"limit"`
+	Offset  int  `json:"offset"`
+}
+
+// MergeWALResponse is the answer to POST /api/v1/internal/merge-wal/{name}.
+type MergeWALResponse struct {
+	// Reclaimed is the number of sealed generations merged into the base table.
+	Reclaimed int `json:"reclaimed"`
+	// Rows is the number of rows those generations held.
+	Rows int64 `json:"rows"`
+	// Pending is the number of sealed generations still waiting (a pass is bounded).
+	Pending int `json:"pending"`
+	// Version is the base table version after the merge.
+	Version uint64 `json:"version"`
+}
+
+// Health check states.
+const (
+	HealthOK      = "ok"
+	HealthFailing = "failing"
+)
+
+// HealthResponse is the answer to GET /api/v1/health: 200 when Status is "ok", 503
+// when any check is failing.
+type HealthResponse struct {
+	Status   string        `json:"status"`
+	WorkerID string        `json:"worker_id,omitempty"`
+	Checks   []HealthCheck `json:"checks"`
+}
+
+// HealthCheck reports one background loop or dependency.
+type HealthCheck struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	// Message explains a failing check in words an operator can act on.
+	Message string `json:"message,omitempty"`
+	// LastSuccess is when the loop last completed a pass.
+	LastSuccess *time.Time `json:"last_success,omitempty"`
+	// ConsecutiveFailures counts failed passes since the last success.
+	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`
+}

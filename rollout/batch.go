@@ -1,0 +1,443 @@
+package rollout
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lancectx/lancectx/api"
+)
+
+// ToBatch builds one Arrow record batch of records in exactly s's column order, for
+// appending to a dataset whose on-disk schema is s (nil means Schema()). s may be an
+// older rollout schema with fewer nullable columns, or a newer one with nullable
+// columns this package does not know (filled with nulls). Refused: a record that sets
+// a field s has no column for (a 400 *api.Error naming the record and field), and a
+// schema whose known columns have other types or that requires a column this package
+// cannot fill (a plain error: the store, not the request, is wrong).
+//
+// Records must have their defaults applied (the decoders do that); ToBatch fills the
+// fixed defaults (problem_id, role, content_type) when they are empty, and refuses a
+// zero created_at. Columns are built straight from Go slices (a few allocations per
+// column, no builders), so the batch lives in Go memory; the caller releases it.
+func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
+	if s == nil {
+		s = rolloutSchema
+	}
+	for i := range records {
+		if records[i].CreatedAt.IsZero() {
+			return nil, fieldErr(i, "created_at", "not set")
+		}
+	}
+	// A field the record sets but the schema lacks would be silently dropped.
+	for _, f := range rolloutSchema.Fields() {
+		if s.HasField(f.Name) {
+			continue
+		}
+		col := column(f.Name)
+		if col.required {
+			return nil, fmt.Errorf("rollout: dataset schema lacks required column %q", f.Name)
+		}
+		for i := range records {
+			if col.set(&records[i]) {
+				return nil, api.InvalidRequest("records[%d].%s: this store's dataset has no %s column", i, f.Name, f.Name)
+			}
+		}
+	}
+	cols := make([]arrow.Array, 0, s.NumFields())
+	release := func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}
+	n := len(records)
+	for _, f := range s.Fields() {
+		var arr arrow.Array
+		col := column(f.Name)
+		switch {
+		case col.build == nil:
+			if !f.Nullable {
+				release()
+				return nil, fmt.Errorf("rollout: dataset column %q is not nullable and unknown to the rollout schema", f.Name)
+			}
+			arr = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, n)
+		case !arrow.TypeEqual(f.Type, col.typ):
+			release()
+			return nil, fmt.Errorf("rollout: dataset column %q has type %s; the rollout schema has %s", f.Name, f.Type, col.typ)
+		default:
+			if !f.Nullable && !col.required {
+				for i := range records {
+					if !col.set(&records[i]) {
+						release()
+						return nil, api.InvalidRequest("records[%d].%s: required by this store's dataset", i, f.Name)
+					}
+				}
+			}
+			var err error
+			arr, err = col.build(records)
+			if err != nil {
+				release()
+				return nil, err
+			}
+		}
+		cols = append(cols, arr)
+	}
+	rec := array.NewRecordBatch(s, cols, int64(n))
+	release()
+	return rec, nil
+}
+
+// colSpec says how one rollout column is built from records.
+type colSpec struct {
+	typ      arrow.DataType
+	required bool
+	set      func(*AddRecord) bool // the record has a non-null value
+	build    func([]AddRecord) (arrow.Array, error)
+}
+
+func always(*AddRecord) bool { return true }
+
+func column(name string) colSpec {
+	str := arrow.BinaryTypes.String
+	large := arrow.BinaryTypes.LargeString
+	switch name {
+	case ColID:
+		return reqString(func(r *AddRecord) string { return r.ID })
+	case ColRolloutID:
+		return reqString(func(r *AddRecord) string { return r.RolloutID })
+	case ColProblemID:
+		return reqString(func(r *AddRecord) string {
+			if r.ProblemID == "" {
+				return r.RolloutID
+			}
+			return r.ProblemID
+		})
+	case ColDataset:
+		return optString(str, func(r *AddRecord) *string { return r.Dataset })
+	case ColSequenceOrder:
+		return colSpec{arrow.PrimitiveTypes.Int32, true, always, func(recs []AddRecord) (arrow.Array, error) {
+			return fixedArray(arrow.PrimitiveTypes.Int32, recs, func(r *AddRecord) (int32, bool) { return r.SequenceOrder, true }), nil
+		}}
+	case ColRole:
+		return colSpec{roleType, true, always, buildRole}
+	case ColCreatedAt:
+		return colSpec{timestampType, true, always, func(recs []AddRecord) (arrow.Array, error) {
+			return fixedArray(timestampType, recs, func(r *AddRecord) (int64, bool) { return r.CreatedAt.UnixMicro(), true }), nil
+		}}
+	case ColContent:
+		return optString(large, func(r *AddRecord) *string { return r.Content })
+	case ColContentType:
+		return reqString(func(r *AddRecord) string {
+			if r.ContentType == "" {
+				return DefaultContentType
+			}
+			return r.ContentType
+		})
+	case ColModelInputString:
+		return optString(large, func(r *AddRecord) *string { return r.ModelInputString })
+	case ColModelOutputString:
+		return optString(large, func(r *AddRecord) *string { return r.ModelOutputString })
+	case ColRationale:
+		return optString(large, func(r *AddRecord) *string { return r.Rationale })
+	case ColProblemText:
+		return optString(large, func(r *AddRecord) *string { return r.ProblemText })
+	case ColUserMetadata:
+		return optString(large, func(r *AddRecord) *string { return r.UserMetadata })
+	case ColInputTokens:
+		return optList(int32List, func(r *AddRecord) []int32 { return r.InputTokens })
+	case ColOutputTokens:
+		return optList(int32List, func(r *AddRecord) []int32 { return r.OutputTokens })
+	case ColNumInputTokens:
+		return optFixed(arrow.PrimitiveTypes.Int32, func(r *AddRecord) *int32 { return r.NumInputTokens })
+	case ColNumOutputTokens:
+		return optFixed(arrow.PrimitiveTypes.Int32, func(r *AddRecord) *int32 { return r.NumOutputTokens })
+	case ColOutputLogprobs:
+		return optList(float32List, func(r *AddRecord) []float32 { return r.OutputLogprobs })
+	case ColInputLogprobs:
+		return optList(float32List, func(r *AddRecord) []float32 { return r.InputLogprobs })
+	case ColRefLogprobs:
+		return optList(float32List, func(r *AddRecord) []float32 { return r.RefLogprobs })
+	case ColLossMask:
+		return optList(int8List, func(r *AddRecord) []int8 { return r.LossMask })
+	case ColAdvantage:
+		return optFixed(arrow.PrimitiveTypes.Float32, func(r *AddRecord) *float32 { return r.Advantage })
+	case ColReward:
+		return optFixed(arrow.PrimitiveTypes.Float32, func(r *AddRecord) *float32 { return r.Reward })
+	case ColRawReward:
+		return optFixed(arrow.PrimitiveTypes.Float32, func(r *AddRecord) *float32 { return r.RawReward })
+	case ColGraderID:
+		return optString(str, func(r *AddRecord) *string { return r.GraderID })
+	case ColScore:
+		return optFixed(arrow.PrimitiveTypes.Float32, func(r *AddRecord) *float32 { return r.Score })
+	case ColIncludeInTraining:
+		return colSpec{arrow.FixedWidthTypes.Boolean, false, func(r *AddRecord) bool { return r.IncludeInTraining != nil }, buildIncludeInTraining}
+	case ColExcludeReason:
+		return optString(str, func(r *AddRecord) *string { return r.ExcludeReason })
+	case ColPolicyVersion:
+		return optString(str, func(r *AddRecord) *string { return r.PolicyVersion })
+	case ColRelationships:
+		return colSpec{relList, false, func(r *AddRecord) bool { return len(r.Relationships) > 0 }, buildRelationships}
+	case ColBinaryPayload:
+		return colSpec{arrow.BinaryTypes.LargeBinary, false, func(r *AddRecord) bool { return r.BinaryPayload != nil },
+			func(recs []AddRecord) (arrow.Array, error) {
+				return varArray(arrow.BinaryTypes.LargeBinary, recs, func(r *AddRecord) ([]byte, bool) { return r.BinaryPayload, r.BinaryPayload != nil })
+			}}
+	case ColPayloadSize:
+		return optFixed(arrow.PrimitiveTypes.Int64, func(r *AddRecord) *int64 { return r.PayloadSize })
+	case ColPayloadChecksum:
+		return optString(str, func(r *AddRecord) *string { return r.PayloadChecksum })
+	case ColArtifactType:
+		return optString(str, func(r *AddRecord) *string { return r.ArtifactType })
+	case ColMetadata:
+		return colSpec{large, false, func(r *AddRecord) bool { return len(r.Metadata) > 0 },
+			func(recs []AddRecord) (arrow.Array, error) {
+				return varArray(large, recs, func(r *AddRecord) ([]byte, bool) { return r.Metadata, len(r.Metadata) > 0 })
+			}}
+	}
+	return colSpec{}
+}
+
+// goBuffer wraps Go memory as an Arrow buffer (nil stays nil: no validity bitmap).
+func goBuffer(b []byte) *memory.Buffer {
+	if b == nil {
+		return nil
+	}
+	return memory.NewBufferBytes(b)
+}
+
+// validityOf returns the validity bitmap of n values (nil when none is null) and the
+// null count.
+func validityOf(n int, valid func(i int) bool) ([]byte, int) {
+	nulls := 0
+	for i := 0; i < n; i++ {
+		if !valid(i) {
+			nulls++
+		}
+	}
+	if nulls == 0 {
+		return nil, 0
+	}
+	bits := make([]byte, bitutil.BytesForBits(int64(n)))
+	for i := 0; i < n; i++ {
+		if valid(i) {
+			bitutil.SetBit(bits, i)
+		}
+	}
+	return bits, nulls
+}
+
+func fromData(d arrow.ArrayData) arrow.Array {
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+// fixedArray builds a fixed-width column; get reports false for a null.
+func fixedArray[T int32 | int64 | float32 | int8](t arrow.DataType, recs []AddRecord, get func(*AddRecord) (T, bool)) arrow.Array {
+	vals := make([]T, len(recs))
+	for i := range recs {
+		vals[i], _ = get(&recs[i])
+	}
+	bits, nulls := validityOf(len(recs), func(i int) bool { _, ok := get(&recs[i]); return ok })
+	return fromData(array.NewData(t, len(recs), []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(arrow.GetBytes(vals))}, nil, nulls, 0))
+}
+
+func optFixed[T int32 | int64 | float32](t arrow.DataType, get func(*AddRecord) *T) colSpec {
+	return colSpec{t, false, func(r *AddRecord) bool { return get(r) != nil }, func(recs []AddRecord) (arrow.Array, error) {
+		return fixedArray(t, recs, func(r *AddRecord) (T, bool) {
+			if p := get(r); p != nil {
+				return *p, true
+			}
+			var zero T
+			return zero, false
+		}), nil
+	}}
+}
+
+// varArray builds a string or binary column (32- or 64-bit offsets by type).
+func varArray[S string | []byte](t arrow.DataType, recs []AddRecord, get func(*AddRecord) (S, bool)) (arrow.Array, error) {
+	n := len(recs)
+	total := 0
+	for i := range recs {
+		v, _ := get(&recs[i])
+		total += len(v)
+	}
+	data := make([]byte, 0, total)
+	var offsets []byte
+	switch t.ID() {
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		offs := make([]int64, n+1)
+		for i := range recs {
+			if v, ok := get(&recs[i]); ok {
+				data = append(data, v...)
+			}
+			offs[i+1] = int64(len(data))
+		}
+		offsets = arrow.GetBytes(offs)
+	default:
+		if total > 1<<31-1 {
+			return nil, fmt.Errorf("rollout: %d bytes do not fit a %s column", total, t)
+		}
+		offs := make([]int32, n+1)
+		for i := range recs {
+			if v, ok := get(&recs[i]); ok {
+				data = append(data, v...)
+			}
+			offs[i+1] = int32(len(data))
+		}
+		offsets = arrow.GetBytes(offs)
+	}
+	bits, nulls := validityOf(n, func(i int) bool { _, ok := get(&recs[i]); return ok })
+	return fromData(array.NewData(t, n, []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(offsets), memory.NewBufferBytes(data)}, nil, nulls, 0)), nil
+}
+
+func reqString(get func(*AddRecord) string) colSpec {
+	return colSpec{arrow.BinaryTypes.String, true, always, func(recs []AddRecord) (arrow.Array, error) {
+		return varArray(arrow.BinaryTypes.String, recs, func(r *AddRecord) (string, bool) { return get(r), true })
+	}}
+}
+
+func optString(t arrow.DataType, get func(*AddRecord) *string) colSpec {
+	return colSpec{t, false, func(r *AddRecord) bool { return get(r) != nil }, func(recs []AddRecord) (arrow.Array, error) {
+		return varArray(t, recs, func(r *AddRecord) (string, bool) {
+			if p := get(r); p != nil {
+				return *p, true
+			}
+			return "", false
+		})
+	}}
+}
+
+// listData builds the offsets and validity of a list column whose rows have
+// lengths(i) items (-1 for a null row).
+func listData(n int, length func(i int) int) (offsets []int32, bits []byte, nulls int, total int, err error) {
+	offsets = make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		if l := length(i); l > 0 {
+			total += l
+		}
+		if total > 1<<31-1 {
+			return nil, nil, 0, 0, fmt.Errorf("rollout: %d list items do not fit a list column", total)
+		}
+		offsets[i+1] = int32(total)
+	}
+	bits, nulls = validityOf(n, func(i int) bool { return length(i) >= 0 })
+	return offsets, bits, nulls, total, nil
+}
+
+func optList[T int32 | int8 | float32](t *arrow.ListType, get func(*AddRecord) []T) colSpec {
+	return colSpec{t, false, func(r *AddRecord) bool { return get(r) != nil }, func(recs []AddRecord) (arrow.Array, error) {
+		offsets, bits, nulls, total, err := listData(len(recs), func(i int) int {
+			if v := get(&recs[i]); v != nil {
+				return len(v)
+			}
+			return -1
+		})
+		if err != nil {
+			return nil, err
+		}
+		vals := make([]T, 0, total)
+		for i := range recs {
+			vals = append(vals, get(&recs[i])...)
+		}
+		child := array.NewData(t.Elem(), total, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.GetBytes(vals))}, nil, 0, 0)
+		defer child.Release()
+		return fromData(array.NewData(t, len(recs), []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(arrow.GetBytes(offsets))},
+			[]arrow.ArrayData{child}, nulls, 0)), nil
+	}}
+}
+
+func buildIncludeInTraining(recs []AddRecord) (arrow.Array, error) {
+	n := len(recs)
+	vals := make([]byte, bitutil.BytesForBits(int64(n)))
+	for i := range recs {
+		if p := recs[i].IncludeInTraining; p != nil && *p {
+			bitutil.SetBit(vals, i)
+		}
+	}
+	bits, nulls := validityOf(n, func(i int) bool { return recs[i].IncludeInTraining != nil })
+	return fromData(array.NewData(arrow.FixedWidthTypes.Boolean, n, []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(vals)}, nil, nulls, 0)), nil
+}
+
+func roleOf(r *AddRecord) string {
+	if r.Role == "" {
+		return DefaultRole
+	}
+	return r.Role
+}
+
+// buildRole builds the Dictionary(Int8, Utf8) role column: the distinct roles in
+// first-seen order and one index per row.
+func buildRole(recs []AddRecord) (arrow.Array, error) {
+	index := make(map[string]int8, 4)
+	var values []string
+	keys := make([]int8, len(recs))
+	for i := range recs {
+		role := roleOf(&recs[i])
+		k, ok := index[role]
+		if !ok {
+			// The Int8 indices address MaxDistinctRoles values.
+			if len(values) == MaxDistinctRoles {
+				return nil, api.InvalidRequest("records[%d].role: more than %d distinct role values in one batch", i, MaxDistinctRoles)
+			}
+			k = int8(len(values))
+			index[role] = k
+			values = append(values, role)
+		}
+		keys[i] = k
+	}
+	dictRecs := make([]AddRecord, len(values))
+	for i, v := range values {
+		dictRecs[i].Role = v
+	}
+	dict, err := varArray(arrow.BinaryTypes.String, dictRecs, func(r *AddRecord) (string, bool) { return r.Role, true })
+	if err != nil {
+		return nil, err
+	}
+	defer dict.Release()
+	return fromData(array.NewDataWithDictionary(roleType, len(recs), []*memory.Buffer{nil, memory.NewBufferBytes(arrow.GetBytes(keys))},
+		0, 0, dict.Data().(*array.Data))), nil
+}
+
+func buildRelationships(recs []AddRecord) (arrow.Array, error) {
+	offsets, bits, nulls, total, err := listData(len(recs), func(i int) int {
+		if rels := recs[i].Relationships; rels != nil {
+			return len(rels)
+		}
+		return -1
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Flatten the items into pseudo-records so the column helpers can build the
+	// struct's children.
+	items := make([]AddRecord, 0, total)
+	for i := range recs {
+		for _, rel := range recs[i].Relationships {
+			items = append(items, AddRecord{ID: rel.TargetID, RolloutID: rel.Relation, Reward: rel.Weight})
+		}
+	}
+	targets, err := varArray(arrow.BinaryTypes.String, items, func(r *AddRecord) (string, bool) { return r.ID, true })
+	if err != nil {
+		return nil, err
+	}
+	defer targets.Release()
+	relations, err := varArray(arrow.BinaryTypes.String, items, func(r *AddRecord) (string, bool) { return r.RolloutID, true })
+	if err != nil {
+		return nil, err
+	}
+	defer relations.Release()
+	weights := fixedArray(arrow.PrimitiveTypes.Float32, items, func(r *AddRecord) (float32, bool) {
+		if r.Reward != nil {
+			return *r.Reward, true
+		}
+		return 0, false
+	})
+	defer weights.Release()
+	st := array.NewData(relStruct, total, []*memory.Buffer{nil}, []arrow.ArrayData{targets.Data(), relations.Data(), weights.Data()}, 0, 0)
+	defer st.Release()
+	return fromData(array.NewData(relList, len(recs), []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(arrow.GetBytes(offsets))},
+		[]arrow.ArrayData{st}, nulls, 0)), nil
+}
