@@ -1,0 +1,370 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// Layout of a shard below the dataset root (see docs/design/wal.md).
+const (
+	walDir = "_wal/"
+	// maxManifestBytes bounds what a reader accepts: a manifest lists at most the
+	// pending generations (capped) and the retired files awaiting deletion.
+	maxManifestBytes = 64 << 20
+	// maxEntryBytes bounds a WAL entry a replay will read (one group commit).
+	maxEntryBytes = 1 << 30
+	// manifestAttempts bounds one relative manifest update (CAS retries).
+	manifestAttempts = 20
+	// manifestKeep: this many newest manifest versions are never pruned, and older ones
+	// only when manifestPruneAge old, so no writer still holding one of them can
+	// recreate a pruned version number (every manifest update has a deadline far below).
+	manifestKeep     = 64
+	manifestPruneAge = time.Hour
+)
+
+func shardDir(shard string) string    { return walDir + shard + "/" }
+func manifestDir(shard string) string { return shardDir(shard) + "manifest/" }
+func entriesDir(shard string) string  { return shardDir(shard) + "entries/" }
+func genDir(shard string) string      { return shardDir(shard) + "gen/" }
+
+// manifestKey names version v so that the newest version sorts first (like Lance's V2
+// manifest names): the latest is found with a one-key listing whatever the history.
+func manifestKey(shard string, v uint64) string {
+	return fmt.Sprintf("%s%020d.json", manifestDir(shard), math.MaxUint64-v)
+}
+
+func parseManifestKey(shard, key string) (uint64, bool) {
+	name, ok := strings.CutPrefix(key, manifestDir(shard))
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(name, ".json")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n == math.MaxUint64 {
+		return 0, false
+	}
+	return math.MaxUint64 - n, true
+}
+
+func entryKey(shard string, seq uint64) string {
+	return fmt.Sprintf("%s%020d.arrow", entriesDir(shard), seq)
+}
+
+func parseEntryKey(shard, key string) (uint64, bool) {
+	name, ok := strings.CutPrefix(key, entriesDir(shard))
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(name, ".arrow")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil
+}
+
+// genPath is relative to the shard directory. The epoch is part of the name: a fenced
+// predecessor still sealing the same generation number must never overwrite the file
+// the new owner recorded.
+func genPath(gen, epoch uint64) string {
+	return fmt.Sprintf("gen/%020d-e%d.lance", gen, epoch)
+}
+
+// Manifest is one version of a shard manifest: the durable state of a shard's WAL.
+// Versions are immutable objects created with PutIfAbsent (compare-and-swap).
+type Manifest struct {
+	Shard   string `json:"shard"`
+	Version uint64 `json:"version"`
+	// Epoch is the writer epoch; opening a shard for writing bumps it, which fences the
+	// previous writer.
+	Epoch uint64 `json:"epoch"`
+	// NextSeq is a floor for the next WAL entry sequence number (entries start at 1).
+	NextSeq uint64 `json:"next_seq"`
+	// SealedThroughSeq: every entry <= this is inside a listed or merged generation.
+	SealedThroughSeq uint64 `json:"sealed_through_seq"`
+	// NextGen is the next generation number (generations start at 1).
+	NextGen uint64 `json:"next_gen"`
+	// Generations are sealed and not yet dropped after a merge, ascending.
+	Generations []Generation `json:"generations"`
+	// Retired are generation files dropped by a merge; they are deleted once older than
+	// the retire grace, so a reader holding an older snapshot can finish.
+	Retired   []RetiredFile `json:"retired,omitempty"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	Writer    string        `json:"writer"`
+	// Txn identifies the update that wrote this version, so an ambiguous put that did
+	// land is recognised on retry.
+	Txn string `json:"txn"`
+}
+
+// Generation is a sealed memtable: one Lance data file in the shard's gen/ folder.
+type Generation struct {
+	Gen      uint64    `json:"gen"`
+	Path     string    `json:"path"` // relative to the shard directory
+	Rows     uint64    `json:"rows"`
+	Bytes    uint64    `json:"bytes"`
+	FirstSeq uint64    `json:"first_seq"`
+	LastSeq  uint64    `json:"last_seq"`
+	SealedAt time.Time `json:"sealed_at"`
+	// File is what the base manifest needs to reference the file as a fragment.
+	File lance.DataFileInfo `json:"file"`
+}
+
+// RetiredFile is a merged generation file awaiting deletion.
+type RetiredFile struct {
+	Path      string    `json:"path"` // relative to the shard directory
+	DroppedAt time.Time `json:"dropped_at"`
+}
+
+func (m *Manifest) clone() *Manifest {
+	c := *m
+	c.Generations = slices.Clone(m.Generations)
+	c.Retired = slices.Clone(m.Retired)
+	return &c
+}
+
+// pendingAbove counts the generations above the merge watermark w.
+func (m *Manifest) pendingAbove(w uint64) int {
+	n := 0
+	for _, g := range m.Generations {
+		if g.Gen > w {
+			n++
+		}
+	}
+	return n
+}
+
+// readLatestManifest returns the newest manifest of shard, or nil when it has none.
+func readLatestManifest(ctx context.Context, st objstore.Reader, shard string) (*Manifest, error) {
+	for attempt := 1; ; attempt++ {
+		page, err := st.List(ctx, objstore.ListOptions{Prefix: manifestDir(shard), Delimiter: "/", MaxKeys: 16})
+		if err != nil {
+			return nil, fmt.Errorf("wal: list manifests of shard %s: %w", shard, err)
+		}
+		var key string
+		var v uint64
+		var size int64
+		for _, o := range page.Objects {
+			if n, ok := parseManifestKey(shard, o.Key); ok {
+				key, v, size = o.Key, n, o.Size
+				break
+			}
+		}
+		if key == "" {
+			return nil, nil
+		}
+		m, err := readManifest(ctx, st, shard, key, size)
+		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+			// Pruned between list and get: only old versions are pruned, so a newer
+			// one exists; list again.
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Version != v {
+			return nil, fmt.Errorf("wal: manifest %s says version %d", key, m.Version)
+		}
+		return m, nil
+	}
+}
+
+func readManifest(ctx context.Context, st objstore.Reader, shard, key string, size int64) (*Manifest, error) {
+	if size > maxManifestBytes {
+		return nil, fmt.Errorf("wal: manifest %s is %d bytes, over the %d limit", key, size, maxManifestBytes)
+	}
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	buf, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("wal: read manifest %s: %w", key, err)
+	}
+	if len(buf) > maxManifestBytes {
+		return nil, fmt.Errorf("wal: manifest %s is over the %d byte limit", key, maxManifestBytes)
+	}
+	m := &Manifest{}
+	if err := json.Unmarshal(buf, m); err != nil {
+		return nil, fmt.Errorf("wal: decode manifest %s: %w", key, err)
+	}
+	if m.Shard != shard {
+		return nil, fmt.Errorf("wal: manifest %s belongs to shard %q", key, m.Shard)
+	}
+	return m, nil
+}
+
+// errNoChange tells updateManifest that the edit has nothing to do.
+var errNoChange = errors.New("wal: manifest already up to date")
+
+// manifestUpdate describes one relative update of a shard manifest.
+type manifestUpdate struct {
+	shard  string
+	writer string
+	// epoch, when non-zero, is the writer epoch the update requires: a manifest with
+	// another epoch fences the caller (ErrFenced). Zero: any epoch (merge drops).
+	epoch uint64
+	// create allows writing version 1 when the shard has no manifest.
+	create bool
+	// edit changes next (a clone of the latest, or a fresh manifest); errNoChange skips.
+	edit func(next *Manifest) error
+}
+
+// updateManifest applies u on top of the latest version with compare-and-swap,
+// re-reading and reapplying after a lost race. It returns the manifest it wrote, or the
+// latest one when the edit had nothing to do.
+func updateManifest(ctx context.Context, st objstore.Store, u manifestUpdate) (*Manifest, error) {
+	txn := uuid.NewString()
+	for attempt := 1; ; attempt++ {
+		cur, err := readLatestManifest(ctx, st, u.shard)
+		if err != nil {
+			return nil, err
+		}
+		if cur != nil && cur.Txn == txn {
+			return cur, nil // an earlier attempt that reported failure did land
+		}
+		if cur == nil && !u.create {
+			return nil, fmt.Errorf("wal: shard %s has no manifest", u.shard)
+		}
+		if cur != nil && u.epoch != 0 && cur.Epoch != u.epoch {
+			return nil, fmt.Errorf("%w: shard %s is at epoch %d, this writer holds %d", ErrFenced, u.shard, cur.Epoch, u.epoch)
+		}
+		next := &Manifest{Shard: u.shard, NextSeq: 1, NextGen: 1}
+		if cur != nil {
+			next = cur.clone()
+		}
+		if err := u.edit(next); err != nil {
+			if errors.Is(err, errNoChange) && cur != nil {
+				return cur, nil
+			}
+			return nil, err
+		}
+		next.Version = 1
+		if cur != nil {
+			next.Version = cur.Version + 1
+		}
+		next.UpdatedAt = time.Now().UTC()
+		next.Writer = u.writer
+		next.Txn = txn
+		buf, err := json.Marshal(next)
+		if err != nil {
+			return nil, fmt.Errorf("wal: encode manifest: %w", err)
+		}
+		err = st.PutIfAbsent(ctx, manifestKey(u.shard, next.Version), bytes.NewReader(buf))
+		if err == nil {
+			if next.Version%manifestKeep == 0 {
+				pruneManifests(ctx, st, u.shard, next.Version)
+			}
+			return next, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("wal: write manifest of shard %s: %w", u.shard, err)
+		}
+		if attempt >= manifestAttempts {
+			return nil, fmt.Errorf("wal: write manifest of shard %s: gave up after %d attempts: %w", u.shard, attempt, err)
+		}
+		if !errors.Is(err, objstore.ErrExists) {
+			// Ambiguous: the put may have landed (recognised by txn above). Pause a
+			// little so a struggling store is not hammered.
+			if err := sleepCtx(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// pruneManifests deletes manifest versions older than the newest manifestKeep ones and
+// older than manifestPruneAge (best effort, one listing page).
+func pruneManifests(ctx context.Context, st objstore.Store, shard string, latest uint64) {
+	if latest <= manifestKeep {
+		return
+	}
+	page, err := st.List(ctx, objstore.ListOptions{Prefix: manifestDir(shard), StartAfter: manifestKey(shard, latest-manifestKeep), MaxKeys: 1000})
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-manifestPruneAge)
+	var keys []string
+	for _, o := range page.Objects {
+		if _, ok := parseManifestKey(shard, o.Key); ok && o.LastModified.Before(cutoff) {
+			keys = append(keys, o.Key)
+		}
+	}
+	if len(keys) > 0 {
+		_ = st.DeleteBatch(ctx, keys)
+	}
+}
+
+// listShards returns the shard ids that have a folder under _wal/.
+func listShards(ctx context.Context, st objstore.Reader) ([]string, error) {
+	var out []string
+	opts := objstore.ListOptions{Prefix: walDir, Delimiter: "/"}
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("wal: list shards: %w", err)
+		}
+		for _, p := range page.CommonPrefixes {
+			id := strings.TrimSuffix(strings.TrimPrefix(p, walDir), "/")
+			if id != "" {
+				out = append(out, id)
+			}
+		}
+		if page.NextStartAfter == "" {
+			return out, nil
+		}
+		opts.StartAfter = page.NextStartAfter
+	}
+}
+
+// WatermarkKey is the base table metadata key holding the highest generation of shard
+// that a merge committed into the base table.
+func WatermarkKey(shard string) string { return "lancectx.wal.merged." + shard }
+
+// watermark reads shard's merge watermark from the base table metadata (0: none).
+func watermark(meta map[string]string, shard string) (uint64, error) {
+	v, ok := meta[WatermarkKey(shard)]
+	if !ok || v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("wal: bad watermark %q for shard %s: %w", v, shard, err)
+	}
+	return n, nil
+}
+
+func formatWatermark(w uint64) string {
+	if w == 0 {
+		return ""
+	}
+	return strconv.FormatUint(w, 10)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

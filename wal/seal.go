@@ -1,0 +1,424 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// pendingRefreshEvery bounds how stale the other shards' pending count (backpressure)
+// may get while this shard is busy.
+const pendingRefreshEvery = 2 * time.Second
+
+// freezeLocked turns the active memtable into a frozen one (sealed by the sealer) and
+// starts a new one. s.mu is held.
+func (s *Shard) freezeLocked() {
+	if s.active.rows == 0 {
+		return
+	}
+	s.frozen = append(s.frozen, s.active)
+	s.active = newMemtable()
+}
+
+// signalSealedLocked wakes Flush waiters. s.mu is held.
+func (s *Shard) signalSealedLocked() {
+	close(s.sealedCh)
+	s.sealedCh = make(chan struct{})
+}
+
+// sealLoop seals frozen memtables in order, freezes the active one by size, age or
+// Flush, deletes retired generation files, refreshes the pending count and starts
+// background merges.
+func (s *Shard) sealLoop() {
+	defer close(s.sealDone)
+	tick := min(max(s.opts.SealInterval/4, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	backoff := time.Time{}
+	for {
+		select {
+		case <-s.stopSeal:
+			return
+		case <-s.sealKick:
+		case <-t.C:
+		}
+		if s.fenced.Load() {
+			continue
+		}
+		s.mu.Lock()
+		force := s.flushWanted.Swap(false)
+		if force || s.active.rows > 0 && time.Since(s.active.oldest) >= s.opts.SealInterval {
+			s.freezeLocked()
+		}
+		n := len(s.frozen)
+		s.mu.Unlock()
+		if n > 0 && time.Now().After(backoff) {
+			if err := s.sealFrozen(); err != nil {
+				fails := s.sealFailures.Add(1)
+				s.met.sealErrors.Inc()
+				s.mu.Lock()
+				s.lastSealErr = err
+				s.signalSealedLocked()
+				s.mu.Unlock()
+				d := min(time.Duration(fails)*200*time.Millisecond, 10*time.Second)
+				backoff = time.Now().Add(d)
+				s.log.Warn("wal: seal failed; retrying", "err", err, "consecutive_failures", fails, "retry_in", d)
+			} else {
+				backoff = time.Time{}
+			}
+		}
+		s.housekeeping()
+	}
+}
+
+// sealFrozen seals every frozen memtable, oldest first.
+func (s *Shard) sealFrozen() error {
+	for {
+		s.mu.Lock()
+		if len(s.frozen) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		mt := s.frozen[0]
+		s.mu.Unlock()
+		if err := s.sealOne(mt); err != nil {
+			return err
+		}
+	}
+}
+
+// sealOne writes a frozen memtable as a generation file and records it in the shard
+// manifest. A retry after a failure reuses the generation number and, once written,
+// the file.
+func (s *Shard) sealOne(mt *memtable) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(s.bgCtxOrBackground(), s.opts.OpTimeout)
+	defer cancel()
+	if mt.gen == 0 {
+		s.mu.Lock()
+		mt.gen = s.nextGen
+		s.nextGen++
+		s.mu.Unlock()
+	}
+	v := mt.view()
+	if mt.genWritten == nil {
+		path := genPath(mt.gen, s.epoch)
+		rdr, rows, err := liveReader(s.arrow, v)
+		if err != nil {
+			return err
+		}
+		info, err := lance.WriteDataFile(ctx, s.st, shardDir(s.id)+path, s.schema, rdr, lance.WriteOptions{})
+		rdr.Release()
+		if err != nil {
+			return fmt.Errorf("wal: write generation %d: %w", mt.gen, err)
+		}
+		if int64(info.Rows) != rows {
+			return fmt.Errorf("wal: generation %d has %d rows, want %d", mt.gen, info.Rows, rows)
+		}
+		mt.genWritten = &Generation{Gen: mt.gen, Path: path, Rows: info.Rows, Bytes: info.Size,
+			FirstSeq: v.firstSeq, LastSeq: v.lastSeq, File: info}
+	}
+	if err := s.runHook("seal:written"); err != nil {
+		return err
+	}
+	g := *mt.genWritten
+	m, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID, epoch: s.epoch,
+		edit: func(next *Manifest) error {
+			if next.SealedThroughSeq >= g.LastSeq {
+				return errNoChange // an earlier attempt landed
+			}
+			g.SealedAt = time.Now().UTC()
+			if n := len(next.Generations); n > 0 && next.Generations[n-1].SealedAt.After(g.SealedAt) {
+				g.SealedAt = next.Generations[n-1].SealedAt // keep sealed_at monotonic per shard
+			}
+			next.Generations = append(next.Generations, g)
+			next.SealedThroughSeq = g.LastSeq
+			next.NextGen = max(next.NextGen, g.Gen+1)
+			next.NextSeq = max(next.NextSeq, g.LastSeq+1)
+			return nil
+		}})
+	if errors.Is(err, ErrFenced) {
+		s.fence(err.Error())
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("wal: record generation %d: %w", mt.gen, err)
+	}
+	if err := s.runHook("seal:recorded"); err != nil {
+		return err
+	}
+	w, _ := watermark(s.currentBase().TableMetadata(), s.id)
+	s.mu.Lock()
+	if len(s.frozen) > 0 && s.frozen[0] == mt {
+		s.frozen = s.frozen[1:]
+	}
+	s.manifest = m
+	s.sealedThrough = max(s.sealedThrough, m.SealedThroughSeq)
+	s.lastSealErr = nil
+	s.signalSealedLocked()
+	s.mu.Unlock()
+	s.localPending.Store(int64(m.pendingAbove(w)))
+	s.sealFailures.Store(0)
+	s.lastSealOK.Store(time.Now().UnixNano())
+	s.met.sealDuration.Observe(time.Since(start).Seconds())
+	s.met.generationsSealed.Inc()
+	// The entries are inside the generation now; deleting them is best effort (a
+	// leftover is skipped by replay and removed by the next Open).
+	keys := make([]string, 0, v.lastSeq-v.firstSeq+1)
+	for seq := v.firstSeq; seq <= v.lastSeq; seq++ {
+		keys = append(keys, entryKey(s.id, seq))
+	}
+	if err := objstore.DeleteAll(ctx, s.st, keys, 0); err != nil {
+		s.log.Warn("wal: delete sealed entries", "err", err, "first_seq", v.firstSeq, "last_seq", v.lastSeq)
+	}
+	s.log.Debug("wal: sealed generation", "gen", g.Gen, "rows", g.Rows, "bytes", g.Bytes,
+		"first_seq", g.FirstSeq, "last_seq", g.LastSeq, "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+func (s *Shard) bgCtxOrBackground() context.Context {
+	if s.bgCtx != nil {
+		return s.bgCtx
+	}
+	return context.Background()
+}
+
+// currentBase is the latest base version this shard has seen.
+func (s *Shard) currentBase() *lance.Dataset { return s.base.Load() }
+
+// noteBase remembers a newer base version.
+func (s *Shard) noteBase(ds *lance.Dataset) {
+	for {
+		cur := s.base.Load()
+		if cur != nil && cur.Version() >= ds.Version() {
+			return
+		}
+		if s.base.CompareAndSwap(cur, ds) {
+			return
+		}
+	}
+}
+
+// liveReader streams the live rows of a memtable view.
+func liveReader(s *arrow.Schema, v memView) (array.RecordReader, int64, error) {
+	var recs []arrow.RecordBatch
+	var rows int64
+	for b := range v.batches {
+		rec := v.batches[b].rec
+		keep := v.liveMask(b)
+		if keep == nil {
+			rec.Retain()
+		} else {
+			sel, err := selectRows(rec, keep)
+			if err != nil {
+				for _, r := range recs {
+					r.Release()
+				}
+				return nil, 0, err
+			}
+			if sel == nil {
+				continue
+			}
+			rec = sel
+		}
+		recs = append(recs, rec)
+		rows += rec.NumRows()
+	}
+	rdr, err := array.NewRecordReader(s, recs)
+	for _, r := range recs {
+		r.Release()
+	}
+	return rdr, rows, err
+}
+
+// Flush seals every row appended before the call and waits until the generation is in
+// the shard manifest (visible to every reader). ctx bounds the wait.
+func (s *Shard) Flush(ctx context.Context) error {
+	start := time.Now()
+	s.mu.Lock()
+	target := s.appliedSeq
+	s.mu.Unlock()
+	for {
+		if s.fenced.Load() {
+			return ErrFenced
+		}
+		s.mu.Lock()
+		done := s.sealedThrough >= target
+		if !done && s.active.rows > 0 && s.active.firstSeq <= target {
+			s.freezeLocked()
+		}
+		ch := s.sealedCh
+		lastErr := s.lastSealErr
+		s.mu.Unlock()
+		if done {
+			s.met.flushDuration.Observe(time.Since(start).Seconds())
+			return nil
+		}
+		s.kickSealer()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("wal: flush: %w (last seal error: %v)", ctx.Err(), lastErr)
+			}
+			return fmt.Errorf("wal: flush: %w", ctx.Err())
+		case <-s.sealDone:
+			return ErrClosed
+		}
+	}
+}
+
+// housekeeping runs between seals: deletes retired generation files past the grace,
+// refreshes the dataset's pending count and starts a background merge when due.
+func (s *Shard) housekeeping() {
+	if time.Since(time.Unix(0, s.lastRefresh.Load())) >= pendingRefreshEvery {
+		s.lastRefresh.Store(time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
+		if p, err := PendingGenerations(ctx, s.st); err == nil {
+			local := p.PerShard[s.id]
+			s.othersPending.Store(int64(p.Generations - local))
+			s.localPending.Store(int64(local))
+			s.met.pendingSample.Observe(float64(p.Generations))
+			if p.Base != nil {
+				s.noteBase(p.Base)
+			}
+		}
+		s.deleteRetired(ctx)
+		cancel()
+	}
+	if n := s.opts.MergeAfterGenerations; n > 0 && s.localPending.Load() >= int64(n) && s.autoMerging.CompareAndSwap(false, true) {
+		s.bgWG.Add(1)
+		go func() {
+			defer s.bgWG.Done()
+			defer s.autoMerging.Store(false)
+			ctx, cancel := context.WithTimeout(s.bgCtx, 10*s.opts.OpTimeout)
+			defer cancel()
+			if _, err := s.Merge(ctx, s.opts.Merge); err != nil && s.bgCtx.Err() == nil {
+				s.log.Warn("wal: background merge failed", "err", err)
+			}
+		}()
+	}
+}
+
+// deleteRetired deletes retired generation files older than the grace and then drops
+// them from the manifest. A crash in between leaves names whose delete is repeated.
+func (s *Shard) deleteRetired(ctx context.Context) {
+	s.mu.Lock()
+	m := s.manifest
+	s.mu.Unlock()
+	if m == nil {
+		return
+	}
+	cutoff := time.Now().Add(-s.opts.RetireGrace)
+	due := map[string]bool{}
+	var keys []string
+	for _, r := range m.Retired {
+		if r.DroppedAt.Before(cutoff) {
+			due[r.Path] = true
+			keys = append(keys, shardDir(s.id)+r.Path)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	if err := objstore.DeleteAll(ctx, s.st, keys, 0); err != nil {
+		s.log.Warn("wal: delete retired generations", "err", err, "files", len(keys))
+		return
+	}
+	nm, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID,
+		edit: func(next *Manifest) error {
+			kept := next.Retired[:0:0]
+			for _, r := range next.Retired {
+				if !due[r.Path] {
+					kept = append(kept, r)
+				}
+			}
+			if len(kept) == len(next.Retired) {
+				return errNoChange
+			}
+			next.Retired = kept
+			return nil
+		}})
+	if err != nil {
+		s.log.Warn("wal: drop retired generations from the manifest", "err", err)
+		return
+	}
+	s.setManifest(nm)
+}
+
+// setManifest remembers a manifest version if it is newer than the one known.
+func (s *Shard) setManifest(m *Manifest) {
+	s.mu.Lock()
+	if s.manifest == nil || m.Version > s.manifest.Version {
+		s.manifest = m
+	}
+	s.mu.Unlock()
+}
+
+// cleanupStale runs once after Open: it deletes WAL entries a crash left behind below
+// sealed_through_seq and generation files no manifest references (a seal that crashed
+// before recording its file, or a fenced predecessor's). Both are bounded to one
+// listing page per folder; later seals keep up with the rest.
+func (s *Shard) cleanupStale(ctx context.Context, m *Manifest) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	page, err := s.st.List(ctx, objstore.ListOptions{Prefix: entriesDir(s.id), MaxKeys: 1000})
+	if err == nil {
+		var keys []string
+		for _, o := range page.Objects {
+			if seq, ok := parseEntryKey(s.id, o.Key); ok && seq <= m.SealedThroughSeq {
+				keys = append(keys, o.Key)
+			}
+		}
+		if len(keys) > 0 {
+			_ = objstore.DeleteAll(ctx, s.st, keys, 0)
+		}
+	}
+	known := map[string]bool{}
+	for _, g := range m.Generations {
+		known[g.Path] = true
+	}
+	for _, r := range m.Retired {
+		known[r.Path] = true
+	}
+	page, err = s.st.List(ctx, objstore.ListOptions{Prefix: genDir(s.id), MaxKeys: 1000})
+	if err != nil {
+		return
+	}
+	var orphans []string
+	for _, o := range page.Objects {
+		rel := o.Key[len(shardDir(s.id)):]
+		// Older epochs' unreferenced files can never be recorded any more (their
+		// writers are fenced); files of this epoch or a newer one may be in flight.
+		if e, ok := genEpoch(rel); ok && e < s.epoch && !known[rel] {
+			orphans = append(orphans, o.Key)
+		}
+	}
+	if len(orphans) > 0 {
+		s.log.Info("wal: deleting unreferenced generation files", "files", len(orphans))
+		_ = objstore.DeleteAll(ctx, s.st, orphans, 0)
+	}
+}
+
+// genEpoch parses the writer epoch out of a generation path (see genPath).
+func genEpoch(rel string) (uint64, bool) {
+	name, ok := strings.CutSuffix(strings.TrimPrefix(rel, "gen/"), ".lance")
+	if !ok {
+		return 0, false
+	}
+	_, e, ok := strings.Cut(name, "-e")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(e, 10, 64)
+	return n, err == nil
+}

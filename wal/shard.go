@@ -1,0 +1,853 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
+
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/lance/schema"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// Errors callers branch on.
+var (
+	// ErrFenced: another writer claimed the shard (a newer epoch). The shard accepts no
+	// more appends; rows it acked are in WAL entries the new owner replays.
+	ErrFenced = errors.New("wal: shard fenced by a newer writer")
+	// ErrBackpressure: too many pending generations (or unsealed bytes); retry later.
+	// The error is a *BackpressureError with the numbers and a suggested delay.
+	ErrBackpressure = errors.New("wal: backpressure")
+	// ErrClosed: the shard was closed.
+	ErrClosed = errors.New("wal: shard closed")
+	// ErrShardFailed: a WAL entry could not be written within the operation deadline,
+	// so its fate is unknown; the shard takes no more appends. Reopen it (Open replays
+	// and fences this instance), typically after the store recovers.
+	ErrShardFailed = errors.New("wal: shard stopped after a storage failure; reopen it")
+	// ErrInvalidBatch: the batch does not fit the table (bad input: nothing written).
+	ErrInvalidBatch = errors.New("wal: invalid batch")
+)
+
+// BackpressureError says why an append was refused and when to retry.
+type BackpressureError struct {
+	// Reason is a sentence for the client.
+	Reason string
+	// Pending and Max are the pending generations of the dataset and the cap (or the
+	// unsealed bytes and their cap).
+	Pending, Max int64
+	// RetryAfter is a suggested delay before retrying.
+	RetryAfter time.Duration
+}
+
+func (e *BackpressureError) Error() string {
+	return fmt.Sprintf("wal: backpressure: %s (%d of %d); retry after %s", e.Reason, e.Pending, e.Max, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrBackpressure) hold.
+func (e *BackpressureError) Is(target error) bool { return target == ErrBackpressure }
+
+// Defaults, chosen by the benchmarks in bench_test.go (see the package doc).
+const (
+	DefaultSealBytes             = 8 << 20
+	DefaultSealInterval          = 2 * time.Second
+	DefaultGroupCommitMaxBytes   = 4 << 20
+	DefaultMaxPendingGenerations = 1024
+	DefaultMaxInflightEntries    = 1
+	DefaultRetireGrace           = 10 * time.Minute
+	DefaultOpTimeout             = 60 * time.Second
+	// DefaultMergeAfterGenerations is the auto-merge threshold the worker should use
+	// (Options.MergeAfterGenerations; 0 there disables auto merges).
+	DefaultMergeAfterGenerations = 32
+)
+
+// Options configure a shard.
+type Options struct {
+	// Store is rooted at the dataset directory (keys "_versions/...", "_wal/...").
+	Store objstore.Store
+	// ShardID identifies the shard; empty: ShardIDFor(WorkerID).
+	ShardID string
+	// WorkerID names the writer in manifests and logs (and derives ShardID).
+	WorkerID string
+	// KeyColumn is the row identity: newest row per key wins, merges keep one row per key.
+	KeyColumn string
+	// SealBytes seals the memtable when its Arrow size reaches it.
+	SealBytes int64
+	// SealInterval seals the memtable when its oldest row is this old.
+	SealInterval time.Duration
+	// GroupCommitMaxBytes bounds one WAL entry (one group commit).
+	GroupCommitMaxBytes int64
+	// MaxInflightEntries is how many WAL entry puts run at once (they complete in
+	// order).
+	MaxInflightEntries int
+	// MaxPendingGenerations: appends get ErrBackpressure when the dataset has this many
+	// sealed, unmerged generations (all shards).
+	MaxPendingGenerations int
+	// MaxMemtableBytes: appends get ErrBackpressure when unsealed rows reach this size
+	// (sealing is failing). Default 4 x SealBytes.
+	MaxMemtableBytes int64
+	// MergeAfterGenerations starts a merge of this shard in the background when it has
+	// this many pending generations; 0 disables (merges then come from Merge calls).
+	MergeAfterGenerations int
+	// Merge bounds background merges.
+	Merge MergeOptions
+	// RetireGrace is how long a merged generation file is kept for readers of older
+	// snapshots before it is deleted.
+	RetireGrace time.Duration
+	// OpTimeout is the deadline of each background storage step (entry put, seal).
+	OpTimeout time.Duration
+	// NoSealOnClose skips sealing in Close (the WAL entries are replayed on next open).
+	NoSealOnClose bool
+	Logger        *slog.Logger
+	Metrics       *Metrics
+}
+
+// ShardIDFor is the stable shard id of a worker: UUIDv5 of its id in the OID namespace.
+func ShardIDFor(workerID string) string {
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(workerID)).String()
+}
+
+func (o *Options) defaults() error {
+	if o.Store == nil {
+		return errors.New("wal: Options.Store is required")
+	}
+	if o.KeyColumn == "" {
+		return errors.New("wal: Options.KeyColumn is required")
+	}
+	if o.ShardID == "" {
+		if o.WorkerID == "" {
+			return errors.New("wal: Options.ShardID or WorkerID is required")
+		}
+		o.ShardID = ShardIDFor(o.WorkerID)
+	}
+	if _, err := uuid.Parse(o.ShardID); err != nil {
+		return fmt.Errorf("wal: shard id %q is not a UUID: %w", o.ShardID, err)
+	}
+	if o.SealBytes <= 0 {
+		o.SealBytes = DefaultSealBytes
+	}
+	if o.SealInterval <= 0 {
+		o.SealInterval = DefaultSealInterval
+	}
+	if o.GroupCommitMaxBytes <= 0 {
+		o.GroupCommitMaxBytes = DefaultGroupCommitMaxBytes
+	}
+	if o.MaxInflightEntries <= 0 {
+		o.MaxInflightEntries = DefaultMaxInflightEntries
+	}
+	if o.MaxPendingGenerations <= 0 {
+		o.MaxPendingGenerations = DefaultMaxPendingGenerations
+	}
+	if o.MaxMemtableBytes <= 0 {
+		o.MaxMemtableBytes = 4 * o.SealBytes
+	}
+	if o.RetireGrace <= 0 {
+		o.RetireGrace = DefaultRetireGrace
+	}
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = DefaultOpTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	return nil
+}
+
+// AppendResult reports a durable append.
+type AppendResult struct {
+	// Seq is the WAL entry that holds the rows.
+	Seq uint64 `json:"seq"`
+	// Rows appended.
+	Rows int64 `json:"rows"`
+}
+
+// Shard is the writer of one WAL shard of one dataset. Its methods are safe for
+// concurrent use.
+type Shard struct {
+	opts    Options
+	st      objstore.Store
+	id      string
+	log     *slog.Logger
+	met     *Metrics
+	schema  *schema.Schema
+	arrow   *arrow.Schema
+	keyIdx  int
+	keyType arrow.DataType
+	keyOf   func(arrow.Array, int) string
+	epoch   uint64
+	base    atomic.Pointer[lance.Dataset] // latest base version seen (a cache)
+
+	queue chan *appendReq
+
+	// mu guards the memtables and the sealing state below; it is never held across
+	// object-store I/O.
+	mu            sync.Mutex
+	active        *memtable
+	frozen        []*memtable
+	appliedSeq    uint64 // last WAL entry inserted into a memtable
+	sealedThrough uint64 // manifest's sealed_through_seq as written by us
+	nextGen       uint64
+	manifest      *Manifest
+	sealedCh      chan struct{} // closed and replaced whenever sealing progresses
+	lastSealErr   error
+
+	nextSeq uint64 // owned by the committer goroutine
+
+	fenced        atomic.Bool
+	failed        atomic.Bool
+	closing       atomic.Bool
+	flushWanted   atomic.Bool
+	localPending  atomic.Int64 // this shard's pending generations
+	othersPending atomic.Int64 // other shards' pending generations, last refresh
+	lastRefresh   atomic.Int64 // unix nanos of the last pending refresh
+
+	sealFailures  atomic.Int64
+	lastSealOK    atomic.Int64 // unix nanos
+	mergeFailures atomic.Int64
+	lastMergeOK   atomic.Int64
+	merging       chan struct{} // one merge at a time (a semaphore)
+	autoMerging   atomic.Bool
+
+	sealKick   chan struct{}
+	stopCommit chan struct{}
+	stopSeal   chan struct{}
+	bgCtx      context.Context
+	bgCancel   context.CancelFunc
+	commitDone chan struct{}
+	sealDone   chan struct{}
+	bgWG       sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
+
+	cacheOnce sync.Once
+	cache     *genCache
+
+	// hook, when set by tests, runs at named steps of seal and merge; an error stops
+	// the step there as a crash would.
+	hook func(step string) error
+}
+
+type appendReq struct {
+	ctx   context.Context
+	rec   arrow.RecordBatch
+	keys  []string
+	rows  int64
+	bytes int64
+	done  chan appendDone
+}
+
+type appendDone struct {
+	seq uint64
+	err error
+}
+
+// Open claims the shard for writing (bumping its epoch, which fences any previous
+// writer), replays the WAL entries that are not sealed yet, and starts the committer and
+// the sealer. The base dataset must exist.
+func Open(ctx context.Context, opts Options) (*Shard, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	st := opts.Store
+	base, err := lance.OpenStore(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open base dataset: %w", err)
+	}
+	s := &Shard{
+		opts: opts, st: st, id: opts.ShardID, met: opts.Metrics,
+		log:        opts.Logger.With("shard", opts.ShardID),
+		schema:     base.Schema(),
+		arrow:      base.Schema().Arrow(),
+		queue:      make(chan *appendReq, 4096),
+		active:     newMemtable(),
+		sealedCh:   make(chan struct{}),
+		merging:    make(chan struct{}, 1),
+		sealKick:   make(chan struct{}, 1),
+		stopCommit: make(chan struct{}),
+		stopSeal:   make(chan struct{}),
+		commitDone: make(chan struct{}),
+		sealDone:   make(chan struct{}),
+	}
+	s.base.Store(base)
+	kf := s.schema.Field(opts.KeyColumn)
+	if kf == nil {
+		return nil, fmt.Errorf("wal: key column %q is not in the table", opts.KeyColumn)
+	}
+	s.keyIdx = s.arrow.FieldIndices(opts.KeyColumn)[0]
+	s.keyType = kf.ArrowType()
+	if s.keyOf, err = keyFunc(s.keyType); err != nil {
+		return nil, err
+	}
+	w, err := watermark(base.TableMetadata(), s.id)
+	if err != nil {
+		return nil, err
+	}
+	// Claim: a new epoch, and generations a merge already committed are dropped (a
+	// crash between the merge's two commits).
+	m, err := updateManifest(ctx, st, manifestUpdate{shard: s.id, writer: opts.WorkerID, create: true,
+		edit: func(next *Manifest) error {
+			next.Epoch++
+			retire(next, w, time.Now().UTC())
+			return nil
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("wal: claim shard %s: %w", s.id, err)
+	}
+	s.epoch = m.Epoch
+	s.manifest = m
+	s.sealedThrough = m.SealedThroughSeq
+	s.nextGen = m.NextGen
+	s.localPending.Store(int64(m.pendingAbove(w)))
+	s.log = s.log.With("epoch", s.epoch)
+	if err := s.replay(ctx, m); err != nil {
+		return nil, err
+	}
+	if total, err := PendingGenerations(ctx, st); err == nil {
+		s.othersPending.Store(int64(total.Generations) - s.localPending.Load())
+		s.lastRefresh.Store(time.Now().UnixNano())
+	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.met.register(s)
+	go s.commitLoop()
+	go s.sealLoop()
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		s.cleanupStale(s.bgCtx, m)
+	}()
+	s.log.Info("wal: shard opened", "next_seq", s.nextSeq, "sealed_through_seq", m.SealedThroughSeq,
+		"pending_generations", s.localPending.Load(), "replayed_rows", s.active.rows)
+	return s, nil
+}
+
+// retire moves generations <= w (merged) from the pending list to the retired list.
+func retire(m *Manifest, w uint64, now time.Time) bool {
+	kept := m.Generations[:0:0]
+	changed := false
+	for _, g := range m.Generations {
+		if g.Gen <= w {
+			m.Retired = append(m.Retired, RetiredFile{Path: g.Path, DroppedAt: now})
+			changed = true
+			continue
+		}
+		kept = append(kept, g)
+	}
+	m.Generations = kept
+	return changed
+}
+
+// replay loads the entries after the manifest's sealed_through_seq into the memtable.
+//
+// A previous writer pipelines its entry puts, so the listing may have gaps: puts still
+// in flight (it may not know it is fenced yet) or lost with a crash. Each gap is closed
+// with an empty entry created with PutIfAbsent: either it lands, and the previous
+// writer's late put at that number fails and fences it (those rows were never
+// acknowledged, as it acknowledges in order), or the late put won and is replayed. So
+// no entry can appear later below what this writer seals.
+func (s *Shard) replay(ctx context.Context, m *Manifest) error {
+	listed := map[uint64]bool{}
+	var last uint64
+	opts := objstore.ListOptions{Prefix: entriesDir(s.id), StartAfter: entryKey(s.id, m.SealedThroughSeq)}
+	err := objstore.Walk(ctx, s.st, opts, func(o objstore.ObjectInfo) error {
+		if seq, ok := parseEntryKey(s.id, o.Key); ok && seq > m.SealedThroughSeq {
+			listed[seq] = true
+			last = max(last, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("wal: list entries of shard %s: %w", s.id, err)
+	}
+	s.nextSeq = max(m.NextSeq, m.SealedThroughSeq+1, 1)
+	for seq := m.SealedThroughSeq + 1; seq <= last; seq++ {
+		if !listed[seq] {
+			buf, err := encodeEntry(s.arrow, s.id, s.epoch, seq, nil)
+			if err != nil {
+				return err
+			}
+			err = s.st.PutIfAbsent(ctx, entryKey(s.id, seq), bytes.NewReader(buf))
+			if err == nil {
+				s.apply(seq, nil, nil)
+				s.log.Info("wal: closed a gap in the WAL left by the previous writer", "seq", seq)
+				continue
+			}
+			if !errors.Is(err, objstore.ErrExists) {
+				return fmt.Errorf("wal: close gap %d in shard %s: %w", seq, s.id, err)
+			}
+		}
+		e, err := readEntry(ctx, s.st, s.id, seq, s.arrow)
+		if err != nil {
+			return fmt.Errorf("wal: replay shard %s: %w", s.id, err)
+		}
+		if e.epoch > s.epoch {
+			e.release()
+			return fmt.Errorf("%w: entry %d was written by epoch %d", ErrFenced, seq, e.epoch)
+		}
+		s.applyEntry(e)
+		s.met.replayedEntries.Inc()
+	}
+	s.nextSeq = max(s.nextSeq, last+1)
+	if last > 0 {
+		s.flushWanted.Store(true) // make replayed rows visible to every reader soon
+	}
+	return nil
+}
+
+// applyEntry inserts a decoded entry into the active memtable.
+func (s *Shard) applyEntry(e *entry) {
+	keys := make([][]string, len(e.recs))
+	for i, r := range e.recs {
+		keys[i] = cloneKeys(r.Column(s.keyIdx), s.keyOf)
+	}
+	s.apply(e.seq, e.recs, keys)
+}
+
+// apply inserts one entry's batches into the active memtable and asks for a seal when
+// it is full. Memory only: the lock is held for microseconds.
+func (s *Shard) apply(seq uint64, recs []arrow.RecordBatch, keys [][]string) {
+	s.mu.Lock()
+	s.active.insert(seq, recs, keys)
+	s.appliedSeq = max(s.appliedSeq, seq)
+	full := s.active.bytes >= s.opts.SealBytes
+	if full {
+		s.freezeLocked()
+	}
+	s.mu.Unlock()
+	if full {
+		s.kickSealer()
+	}
+}
+
+func (s *Shard) kickSealer() {
+	select {
+	case s.sealKick <- struct{}{}:
+	default:
+	}
+}
+
+// ID is the shard id.
+func (s *Shard) ID() string { return s.id }
+
+// Epoch is the writer epoch this shard holds.
+func (s *Shard) Epoch() uint64 { return s.epoch }
+
+// Schema is the table schema appends are checked against (the base schema at Open).
+func (s *Shard) Schema() *arrow.Schema { return s.arrow }
+
+// KeyColumn is the key column.
+func (s *Shard) KeyColumn() string { return s.opts.KeyColumn }
+
+// Store is the dataset store.
+func (s *Shard) Store() objstore.Store { return s.st }
+
+// Append writes rec durably: it returns once the WAL entry holding the rows (shared
+// with concurrent appends: group commit) was created on storage. Columns are matched
+// by name; table columns missing from rec must be nullable. A batch that does not fit
+// fails with ErrInvalidBatch and writes nothing.
+func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) (AppendResult, error) {
+	start := time.Now()
+	res, err := s.append(ctx, rec)
+	if err != nil {
+		s.met.appendErrors.Inc()
+		return res, err
+	}
+	s.met.appendDuration.Observe(time.Since(start).Seconds())
+	return res, nil
+}
+
+func (s *Shard) append(ctx context.Context, rec arrow.RecordBatch) (AppendResult, error) {
+	if s.fenced.Load() {
+		return AppendResult{}, ErrFenced
+	}
+	if s.failed.Load() {
+		return AppendResult{}, ErrShardFailed
+	}
+	if s.closing.Load() {
+		return AppendResult{}, ErrClosed
+	}
+	if rec == nil || rec.NumRows() == 0 {
+		return AppendResult{}, fmt.Errorf("%w: empty batch", ErrInvalidBatch)
+	}
+	if err := s.checkBackpressure(); err != nil {
+		return AppendResult{}, err
+	}
+	conformed, err := conform(rec, s.arrow)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	kc := conformed.Column(s.keyIdx)
+	if kc.NullN() > 0 {
+		conformed.Release()
+		return AppendResult{}, fmt.Errorf("%w: key column %q has %d nulls", ErrInvalidBatch, s.opts.KeyColumn, kc.NullN())
+	}
+	req := &appendReq{ctx: ctx, rec: conformed, keys: cloneKeys(kc, s.keyOf), rows: conformed.NumRows(),
+		bytes: recordBytes(conformed), done: make(chan appendDone, 1)}
+	select {
+	case s.queue <- req:
+	case <-ctx.Done():
+		return AppendResult{}, ctx.Err()
+	case <-s.stopCommit:
+		return AppendResult{}, ErrClosed
+	}
+	select {
+	case d := <-req.done:
+		if d.err != nil {
+			return AppendResult{}, d.err
+		}
+		s.met.appendRows.Add(float64(req.rows))
+		s.met.appendBytes.Add(float64(req.bytes))
+		return AppendResult{Seq: d.seq, Rows: req.rows}, nil
+	case <-ctx.Done():
+		// The entry may still be written: the rows are then durable but unacknowledged,
+		// and a client retry is deduplicated by key.
+		return AppendResult{}, ctx.Err()
+	}
+}
+
+func (s *Shard) checkBackpressure() error {
+	pending := s.localPending.Load() + max(s.othersPending.Load(), 0)
+	if max := int64(s.opts.MaxPendingGenerations); pending >= max {
+		s.met.backpressure.Inc()
+		return &BackpressureError{Reason: "too many pending WAL generations; merges are behind", Pending: pending, Max: max,
+			RetryAfter: 5 * time.Second}
+	}
+	s.mu.Lock()
+	unsealed := s.active.bytes
+	for _, f := range s.frozen {
+		unsealed += f.bytes
+	}
+	s.mu.Unlock()
+	if unsealed >= s.opts.MaxMemtableBytes {
+		s.met.backpressure.Inc()
+		return &BackpressureError{Reason: "too many unsealed bytes; sealing is behind", Pending: unsealed, Max: s.opts.MaxMemtableBytes,
+			RetryAfter: time.Second}
+	}
+	return nil
+}
+
+// inflight is one WAL entry being written.
+type inflight struct {
+	seq     uint64
+	group   []*appendReq
+	recs    []arrow.RecordBatch
+	keys    [][]string
+	buf     []byte
+	done    chan error
+	started time.Time // first attempt
+}
+
+// commitLoop is the group committer. It takes everything queued (up to
+// GroupCommitMaxBytes) as one WAL entry with the next sequence number and writes it
+// with PutIfAbsent; up to MaxInflightEntries puts run at once (a durable put is
+// latency-bound, so this multiplies throughput), but entries complete strictly in
+// sequence order: an entry is applied to the memtable and acknowledged only after
+// every earlier one was. So the acknowledged entries of a writer are always a gap-free
+// prefix of its sequence numbers, which fencing and replay rely on (see replay).
+func (s *Shard) commitLoop() {
+	defer close(s.commitDone)
+	var q []*inflight
+	for {
+		var head chan error
+		if len(q) > 0 {
+			head = q[0].done
+		}
+		var queue chan *appendReq
+		if len(q) < s.opts.MaxInflightEntries {
+			queue = s.queue
+		}
+		select {
+		case req := <-queue:
+			group := s.gather(req)
+			if err := s.stopErr(); err != nil {
+				for _, r := range group {
+					r.done <- appendDone{err: err}
+				}
+			} else if f := s.launch(group); f != nil {
+				q = append(q, f)
+			}
+		case err := <-head:
+			q = s.complete(q, err)
+		case <-s.stopCommit:
+			for len(q) > 0 {
+				q = s.complete(q, <-q[0].done)
+			}
+			s.failQueued(ErrClosed)
+			return
+		}
+	}
+}
+
+// stopErr is why the shard takes no more appends (nil while it does).
+func (s *Shard) stopErr() error {
+	switch {
+	case s.fenced.Load():
+		return ErrFenced
+	case s.failed.Load():
+		return ErrShardFailed
+	}
+	return nil
+}
+
+// gather takes req and whatever else is queued, up to GroupCommitMaxBytes.
+func (s *Shard) gather(req *appendReq) []*appendReq {
+	group := []*appendReq{req}
+	size := req.bytes
+	for size < s.opts.GroupCommitMaxBytes {
+		select {
+		case r := <-s.queue:
+			group = append(group, r)
+			size += r.bytes
+		default:
+			return group
+		}
+	}
+	return group
+}
+
+func (s *Shard) failQueued(err error) {
+	for {
+		select {
+		case r := <-s.queue:
+			r.done <- appendDone{err: err}
+		default:
+			return
+		}
+	}
+}
+
+// launch assigns the next sequence number to a group and starts its put (nil when
+// every caller of the group has given up already).
+func (s *Shard) launch(group []*appendReq) *inflight {
+	live := group[:0]
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- appendDone{err: err} // the caller has given up already
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	f := &inflight{group: live, recs: make([]arrow.RecordBatch, len(live)), keys: make([][]string, len(live)), started: time.Now()}
+	for i, r := range live {
+		f.recs[i], f.keys[i] = r.rec, r.keys
+	}
+	if err := s.assign(f); err != nil {
+		f.fail(err)
+		return nil
+	}
+	s.put(f, 0)
+	return f
+}
+
+// assign gives f the next sequence number and encodes its entry.
+func (s *Shard) assign(f *inflight) error {
+	f.seq = s.nextSeq
+	s.nextSeq++
+	buf, err := encodeEntry(s.arrow, s.id, s.epoch, f.seq, f.recs)
+	f.buf = buf
+	return err
+}
+
+// put writes f's entry after delay, reporting on f.done.
+func (s *Shard) put(f *inflight, delay time.Duration) {
+	f.done = make(chan error, 1)
+	go func() {
+		if delay > 0 {
+			time.Sleep(delay)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.OpTimeout)
+		defer cancel()
+		f.done <- s.st.PutIfAbsent(ctx, entryKey(s.id, f.seq), bytes.NewReader(f.buf))
+	}()
+}
+
+func (f *inflight) fail(err error) {
+	for _, r := range f.group {
+		r.done <- appendDone{err: err}
+	}
+}
+
+// complete handles the result of the head entry's put and returns the new queue.
+func (s *Shard) complete(q []*inflight, err error) []*inflight {
+	f := q[0]
+	if errors.Is(err, objstore.ErrExists) {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.OpTimeout)
+		e, rerr := readEntry(ctx, s.st, s.id, f.seq, s.arrow)
+		cancel()
+		switch {
+		case rerr != nil:
+			err = fmt.Errorf("entry %d exists but cannot be read: %w", f.seq, rerr)
+		case e.epoch > s.epoch:
+			e.release()
+			s.fence(fmt.Sprintf("entry %d was written by epoch %d", f.seq, e.epoch))
+			for _, g := range q {
+				g.fail(ErrFenced)
+			}
+			return nil
+		case e.epoch == s.epoch:
+			// Only this writer writes with its epoch, and only f was ever put at
+			// f.seq: an earlier attempt that reported failure did land.
+			e.release()
+			err = nil
+		default:
+			// A fenced predecessor's write (acknowledged to its client): fold it in
+			// and retry f's rows at a new sequence number.
+			s.log.Warn("wal: folding in an entry written by an older writer", "seq", f.seq, "entry_epoch", e.epoch, "rows", e.rows)
+			s.applyEntry(e)
+			q = q[1:]
+			if aerr := s.assign(f); aerr != nil {
+				f.fail(aerr)
+				return q
+			}
+			s.put(f, 0)
+			return append(q, f)
+		}
+	}
+	if err == nil {
+		s.apply(f.seq, f.recs, f.keys)
+		s.met.entriesWritten.Inc()
+		s.met.groupAppends.Observe(float64(len(f.group)))
+		for _, r := range f.group {
+			r.done <- appendDone{seq: f.seq}
+		}
+		return q[1:]
+	}
+	// The put failed and may or may not have landed. The sequence number must not
+	// become a gap behind acknowledged entries, so the same entry is retried in place
+	// (later entries wait) until the operation deadline; then the shard stops.
+	if time.Since(f.started) < s.opts.OpTimeout && !s.closing.Load() {
+		s.log.Warn("wal: entry put failed; retrying", "seq", f.seq, "err", err)
+		s.put(f, min(time.Since(f.started)/4+10*time.Millisecond, time.Second))
+		return q
+	}
+	s.failed.Store(true)
+	s.log.Error("wal: entry put kept failing; the shard stops taking appends (reopen it)", "seq", f.seq, "err", err)
+	for _, g := range q {
+		// Later entries may still land: their rows are then durable, unacknowledged.
+		g.fail(fmt.Errorf("%w: entry %d: %v", ErrShardFailed, f.seq, err))
+	}
+	return nil
+}
+
+// fence marks the shard as superseded by a newer writer.
+func (s *Shard) fence(why string) {
+	if s.fenced.Swap(true) {
+		return
+	}
+	s.met.fenced.Inc()
+	s.log.Warn("wal: shard fenced; no more appends", "reason", why)
+	s.mu.Lock()
+	s.signalSealedLocked()
+	s.mu.Unlock()
+}
+
+// Fenced reports whether a newer writer took the shard over.
+func (s *Shard) Fenced() bool { return s.fenced.Load() }
+
+// Stats is a snapshot of a shard's state.
+type Stats struct {
+	Shard                   string    `json:"shard"`
+	Epoch                   uint64    `json:"epoch"`
+	NextSeq                 uint64    `json:"next_seq"`
+	AppliedSeq              uint64    `json:"applied_seq"`
+	SealedThroughSeq        uint64    `json:"sealed_through_seq"`
+	MemtableRows            int64     `json:"memtable_rows"`
+	MemtableBytes           int64     `json:"memtable_bytes"`
+	FrozenMemtables         int       `json:"frozen_memtables"`
+	PendingGenerations      int64     `json:"pending_generations"`
+	DatasetPending          int64     `json:"dataset_pending_generations"`
+	MaxPendingGenerations   int       `json:"max_pending_generations"`
+	SealConsecutiveFailures int64     `json:"seal_consecutive_failures"`
+	LastSealSuccess         time.Time `json:"last_seal_success"`
+	MergeConsecutiveFails   int64     `json:"merge_consecutive_failures"`
+	LastMergeSuccess        time.Time `json:"last_merge_success"`
+	Fenced                  bool      `json:"fenced"`
+	LastSealError           string    `json:"last_seal_error,omitempty"`
+}
+
+// Stats returns the shard's counters (memory only, no I/O).
+func (s *Shard) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{
+		Shard: s.id, Epoch: s.epoch, AppliedSeq: s.appliedSeq, SealedThroughSeq: s.sealedThrough,
+		MemtableRows: s.active.rows, MemtableBytes: s.active.bytes, FrozenMemtables: len(s.frozen),
+	}
+	for _, f := range s.frozen {
+		st.MemtableRows += f.rows
+		st.MemtableBytes += f.bytes
+	}
+	if s.lastSealErr != nil {
+		st.LastSealError = s.lastSealErr.Error()
+	}
+	s.mu.Unlock()
+	st.NextSeq = st.AppliedSeq + 1
+	st.PendingGenerations = s.localPending.Load()
+	st.DatasetPending = st.PendingGenerations + max(s.othersPending.Load(), 0)
+	st.MaxPendingGenerations = s.opts.MaxPendingGenerations
+	st.SealConsecutiveFailures = s.sealFailures.Load()
+	st.MergeConsecutiveFails = s.mergeFailures.Load()
+	st.Fenced = s.fenced.Load()
+	if t := s.lastSealOK.Load(); t != 0 {
+		st.LastSealSuccess = time.Unix(0, t)
+	}
+	if t := s.lastMergeOK.Load(); t != 0 {
+		st.LastMergeSuccess = time.Unix(0, t)
+	}
+	return st
+}
+
+// Close stops accepting appends, completes the entry in flight, seals the memtable
+// (unless NoSealOnClose or fenced; a crash instead is fine too: the entries are
+// replayed on the next Open) and stops the background loops. ctx bounds the seal.
+func (s *Shard) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		close(s.stopCommit)
+		<-s.commitDone
+		if !s.opts.NoSealOnClose && !s.fenced.Load() {
+			if err := s.Flush(ctx); err != nil && !errors.Is(err, ErrFenced) {
+				s.closeErr = fmt.Errorf("wal: seal on close: %w", err)
+			}
+		}
+		close(s.stopSeal)
+		<-s.sealDone
+		s.bgCancel()
+		s.bgWG.Wait()
+		s.met.unregister(s)
+		s.log.Info("wal: shard closed", "sealed_through_seq", s.Stats().SealedThroughSeq)
+	})
+	return s.closeErr
+}
+
+// abandon stops the loops without sealing or cleaning up, as a crash would (tests).
+func (s *Shard) abandon() {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		close(s.stopCommit)
+		<-s.commitDone
+		close(s.stopSeal)
+		<-s.sealDone
+		s.bgCancel()
+		s.bgWG.Wait()
+		s.met.unregister(s)
+	})
+}
+
+func (s *Shard) runHook(step string) error {
+	if s.hook == nil {
+		return nil
+	}
+	return s.hook(step)
+}

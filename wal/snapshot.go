@@ -1,0 +1,943 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/lance/expr"
+	"github.com/lancectx/lancectx/lance/file"
+	"github.com/lancectx/lancectx/lance/schema"
+	"github.com/lancectx/lancectx/objstore"
+)
+
+// ErrSnapshotChanged: the base table kept changing while a snapshot was taken (merges
+// landing); the read may be retried.
+var ErrSnapshotChanged = errors.New("wal: dataset changed during read; retry the request")
+
+// ErrSnapshotStale: a generation file of the snapshot is gone (merged and deleted after
+// the retire grace); take a new snapshot.
+var ErrSnapshotStale = errors.New("wal: snapshot is stale; take a new one")
+
+const (
+	snapshotAttempts  = 3
+	manifestReadLimit = 16
+	scanBatchRows     = 8192
+)
+
+// ReadOptions tune ReadSnapshot.
+type ReadOptions struct {
+	// KeyColumn is the row identity; empty: the local shard's.
+	KeyColumn string
+}
+
+// Snapshot is a consistent view of a dataset: one base version, the generations of
+// every shard that the base does not contain yet, and this worker's unsealed rows.
+// Newest row per key wins: memtable over generations (newer sealed_at first) over the
+// base. A Snapshot is immutable and safe for concurrent use.
+type Snapshot struct {
+	st        objstore.Store
+	base      *lance.Dataset
+	keyColumn string
+	keyType   arrow.DataType
+	keyOf     func(arrow.Array, int) string
+	// gens in precedence order, oldest first.
+	gens []pendingGen
+	// mem: the local memtables, oldest first.
+	mem        []memView
+	memSchema  *arrow.Schema
+	cache      *genCache
+	watermarks map[string]uint64
+}
+
+type pendingGen struct {
+	shard string
+	Generation
+}
+
+func (g pendingGen) key() string { return shardDir(g.shard) + g.Path }
+
+// ReadSnapshot takes a consistent snapshot: the latest base version B, then every
+// shard's latest manifest, then B again; a merge commits the base before it drops
+// generations, so an unchanged B brackets a consistent view (retried up to 3 times,
+// then ErrSnapshotChanged). local, if not nil, contributes its memtables.
+func ReadSnapshot(ctx context.Context, st objstore.Store, local *Shard, opts ReadOptions) (*Snapshot, error) {
+	keyColumn := opts.KeyColumn
+	if keyColumn == "" && local != nil {
+		keyColumn = local.opts.KeyColumn
+	}
+	if keyColumn == "" {
+		return nil, errors.New("wal: ReadSnapshot needs a key column")
+	}
+	var cache *genCache
+	if local != nil {
+		cache = local.genCache()
+	} else {
+		cache = newGenCache(0)
+	}
+	for attempt := 1; attempt <= snapshotAttempts; attempt++ {
+		var views []memView
+		if local != nil {
+			views = local.views()
+		}
+		var b1 *lance.Dataset
+		var err error
+		if local != nil {
+			b1, err = local.currentBase().Latest(ctx)
+		} else {
+			b1, err = lance.OpenStore(ctx, st)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("wal: snapshot: open base: %w", err)
+		}
+		manifests, err := readAllManifests(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		b2, err := b1.Latest(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("wal: snapshot: open base: %w", err)
+		}
+		if b2.Version() != b1.Version() {
+			continue
+		}
+		snap, err := newSnapshot(st, b1, keyColumn, manifests, cache)
+		if err != nil {
+			return nil, err
+		}
+		if local != nil {
+			local.noteBase(b1)
+			var sealed uint64
+			if m := manifests[local.id]; m != nil {
+				sealed = m.SealedThroughSeq
+			}
+			for _, v := range views {
+				// A memtable sealed into a listed (or merged) generation is read from
+				// there; generations never split a memtable.
+				if v.firstSeq > sealed {
+					snap.mem = append(snap.mem, v)
+				}
+			}
+			snap.memSchema = local.arrow
+			total := len(snap.gens)
+			local.met.pendingSample.Observe(float64(total))
+		}
+		return snap, nil
+	}
+	return nil, ErrSnapshotChanged
+}
+
+func newSnapshot(st objstore.Store, base *lance.Dataset, keyColumn string, manifests map[string]*Manifest, cache *genCache) (*Snapshot, error) {
+	kf := base.Schema().Field(keyColumn)
+	if kf == nil {
+		return nil, fmt.Errorf("wal: key column %q is not in the table", keyColumn)
+	}
+	keyOf, err := keyFunc(kf.ArrowType())
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{st: st, base: base, keyColumn: keyColumn, keyType: kf.ArrowType(), keyOf: keyOf,
+		cache: cache, watermarks: map[string]uint64{}}
+	meta := base.TableMetadata()
+	for shard, m := range manifests {
+		w, err := watermark(meta, shard)
+		if err != nil {
+			return nil, err
+		}
+		s.watermarks[shard] = w
+		for _, g := range m.Generations {
+			if g.Gen > w {
+				s.gens = append(s.gens, pendingGen{shard: shard, Generation: g})
+			}
+		}
+	}
+	sort.Slice(s.gens, func(i, j int) bool {
+		a, b := s.gens[i], s.gens[j]
+		if !a.SealedAt.Equal(b.SealedAt) {
+			return a.SealedAt.Before(b.SealedAt)
+		}
+		if a.shard != b.shard {
+			return a.shard < b.shard
+		}
+		return a.Gen < b.Gen
+	})
+	return s, nil
+}
+
+// readAllManifests reads the latest manifest of every shard of the dataset.
+func readAllManifests(ctx context.Context, st objstore.Store) (map[string]*Manifest, error) {
+	shards, err := listShards(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Manifest, len(shards))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(manifestReadLimit)
+	for i, id := range shards {
+		g.Go(func() error {
+			m, err := readLatestManifest(gctx, st, id)
+			out[i] = m
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	res := map[string]*Manifest{}
+	for i, id := range shards {
+		if out[i] != nil {
+			res[id] = out[i]
+		}
+	}
+	return res, nil
+}
+
+// views returns views of the shard's memtables (frozen ones first), empty ones left out.
+func (s *Shard) views() []memView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []memView
+	for _, m := range append(append([]*memtable(nil), s.frozen...), s.active) {
+		if v := m.view(); len(v.batches) > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Base is the snapshot's base version.
+func (sn *Snapshot) Base() *lance.Dataset { return sn.base }
+
+// PendingGenerations is the number of generations the snapshot reads besides the base.
+func (sn *Snapshot) PendingGenerations() int { return len(sn.gens) }
+
+// MemtableRows is the number of unsealed local rows in the snapshot (shadowed ones
+// included).
+func (sn *Snapshot) MemtableRows() int64 {
+	var n int64
+	for _, v := range sn.mem {
+		n += v.rows()
+	}
+	return n
+}
+
+// genIndex is the key column of one generation file.
+type genIndex struct {
+	keys []string
+	pos  map[string]int32
+}
+
+// genCache keeps the key indexes of generation files (immutable objects), bounded by
+// a total key count; over the bound it starts afresh.
+type genCache struct {
+	mu    sync.Mutex
+	max   int
+	n     int
+	items map[string]*genIndex
+}
+
+func newGenCache(maxKeys int) *genCache {
+	return &genCache{max: maxKeys, items: map[string]*genIndex{}}
+}
+
+func (c *genCache) get(key string) *genIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.items[key]
+}
+
+func (c *genCache) put(key string, gi *genIndex) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.max <= 0 {
+		return
+	}
+	if c.n+len(gi.keys) > c.max {
+		c.items, c.n = map[string]*genIndex{}, 0
+	}
+	c.items[key] = gi
+	c.n += len(gi.keys)
+}
+
+// genCacheKeys bounds the key indexes a shard keeps for reads.
+const genCacheKeys = 1 << 20
+
+func (s *Shard) genCache() *genCache {
+	s.cacheOnce.Do(func() { s.cache = newGenCache(genCacheKeys) })
+	return s.cache
+}
+
+// openGen opens a generation file of the snapshot.
+func (sn *Snapshot) openGen(ctx context.Context, g pendingGen) (*file.Reader, error) {
+	r, err := file.Open(ctx, lance.StoreSource(sn.st, g.key()), int64(g.Bytes))
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: generation %d of shard %s: %v", ErrSnapshotStale, g.Gen, g.shard, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: open generation %d of shard %s: %w", g.Gen, g.shard, err)
+	}
+	return r, nil
+}
+
+// genKeys returns the key index of a generation.
+func (sn *Snapshot) genKeys(ctx context.Context, g pendingGen) (*genIndex, error) {
+	if gi := sn.cache.get(g.key()); gi != nil {
+		return gi, nil
+	}
+	kf := sn.base.Schema().Field(sn.keyColumn)
+	r, err := sn.openGen(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	gi := &genIndex{pos: make(map[string]int32, g.Rows)}
+	if r.NumRows() > 0 {
+		rec, err := r.Read(ctx, []int32{kf.ID}, 0, r.NumRows())
+		if err != nil {
+			return nil, fmt.Errorf("wal: read keys of generation %d of shard %s: %w", g.Gen, g.shard, err)
+		}
+		gi.keys = cloneKeys(rec.Column(0), sn.keyOf)
+		rec.Release()
+	}
+	for i, k := range gi.keys {
+		gi.pos[k] = int32(i)
+	}
+	sn.cache.put(g.key(), gi)
+	return gi, nil
+}
+
+// readGenRows reads rows [start,end) of a generation laid out as out (columns missing
+// from the file, added to the table after it was written, read as null).
+func (sn *Snapshot) readGenRows(ctx context.Context, r *file.Reader, out *arrow.Schema, start, end uint64) (arrow.RecordBatch, error) {
+	n := int(end - start)
+	cols := make([]arrow.Array, out.NumFields())
+	var ids []int32
+	var pos []int
+	for i, f := range out.Fields() {
+		bf := sn.base.Schema().Field(f.Name)
+		if bf != nil && r.Schema().FieldByID(bf.ID) != nil {
+			ids = append(ids, bf.ID)
+			pos = append(pos, i)
+		} else {
+			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, n)
+		}
+	}
+	if len(ids) > 0 {
+		rec, err := r.Read(ctx, ids, start, end)
+		if errors.Is(err, objstore.ErrNotFound) {
+			err = fmt.Errorf("%w: %v", ErrSnapshotStale, err)
+		}
+		if err != nil {
+			for _, c := range cols {
+				if c != nil {
+					c.Release()
+				}
+			}
+			return nil, err
+		}
+		for j, i := range pos {
+			c := rec.Column(j)
+			c.Retain()
+			cols[i] = c
+		}
+		rec.Release()
+	}
+	rec := array.NewRecordBatch(out, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec, nil
+}
+
+// memRecord lays a memtable batch out as out (by column name; missing columns null).
+func memRecord(rec arrow.RecordBatch, out *arrow.Schema) arrow.RecordBatch {
+	cols := make([]arrow.Array, out.NumFields())
+	n := int(rec.NumRows())
+	for i, f := range out.Fields() {
+		if idx := rec.Schema().FieldIndices(f.Name); len(idx) == 1 {
+			cols[i] = rec.Column(idx[0])
+			cols[i].Retain()
+		} else {
+			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, n)
+		}
+	}
+	res := array.NewRecordBatch(out, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return res
+}
+
+// outputSchema resolves the requested columns (nil: every column) against the base.
+func (sn *Snapshot) outputSchema(columns []string) (*arrow.Schema, error) {
+	sch := sn.base.Schema()
+	if columns == nil {
+		return sch.Arrow(), nil
+	}
+	if len(columns) == 0 {
+		return nil, errors.New("wal: no columns requested")
+	}
+	fields := make([]arrow.Field, 0, len(columns))
+	seen := map[string]bool{}
+	for _, c := range columns {
+		f := sch.Field(c)
+		if f == nil {
+			return nil, fmt.Errorf("wal: no column %q in the table", c)
+		}
+		if seen[c] {
+			return nil, fmt.Errorf("wal: column %q requested twice", c)
+		}
+		seen[c] = true
+		fields = append(fields, f.Arrow())
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// Get returns the newest row with the given key (one row), or ok == false.
+func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec arrow.RecordBatch, ok bool, err error) {
+	out, err := sn.outputSchema(columns)
+	if err != nil {
+		return nil, false, err
+	}
+	for j := len(sn.mem) - 1; j >= 0; j-- {
+		v := sn.mem[j]
+		if loc, found := v.lookup(key); found {
+			row := v.batches[loc.b].rec.NewSlice(int64(loc.r), int64(loc.r)+1)
+			defer row.Release()
+			return memRecord(row, out), true, nil
+		}
+	}
+	for i := len(sn.gens) - 1; i >= 0; i-- {
+		g := sn.gens[i]
+		gi, err := sn.genKeys(ctx, g)
+		if err != nil {
+			return nil, false, err
+		}
+		r, found := gi.pos[key]
+		if !found {
+			continue
+		}
+		fr, err := sn.openGen(ctx, g)
+		if err != nil {
+			return nil, false, err
+		}
+		rec, err := sn.readGenRows(ctx, fr, out, uint64(r), uint64(r)+1)
+		return rec, err == nil, err
+	}
+	lit, err := keyLiteral(sn.keyType, key)
+	if err != nil {
+		return nil, false, err
+	}
+	names := make([]string, out.NumFields())
+	for i, f := range out.Fields() {
+		names[i] = f.Name
+	}
+	recs, err := sn.base.Collect(ctx, lance.ScanOptions{Columns: names, Filter: quoteIdent(sn.keyColumn) + " = " + lit, Limit: 1})
+	if err != nil {
+		return nil, false, fmt.Errorf("wal: read base: %w", err)
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	for _, r := range recs {
+		if r.NumRows() > 0 {
+			row := r.NewSlice(0, 1)
+			defer row.Release()
+			return array.NewRecordBatch(out, row.Columns(), 1), true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// ScanOptions select what a snapshot scan returns.
+type ScanOptions struct {
+	// Columns to return, in order; nil: every column of the table.
+	Columns []string
+	// Filter is a SQL predicate (package lance/expr); empty keeps every row.
+	Filter string
+	// Offset skips this many result rows; Limit stops after this many (0: no limit).
+	Offset int64
+	Limit  int64
+}
+
+// Scan streams the snapshot's rows, newest row per key, in a defined order: the base
+// table (table order, rows shadowed by a newer source left out), then the pending
+// generations (oldest first), then the local memtable. Offset and Limit page over that
+// order, so pages of one snapshot never overlap or miss a row. The filter is pushed
+// into every source. Memory holds the keys of the pending generations and memtable
+// (bounded by the pending-generation cap) plus one batch.
+func (sn *Snapshot) Scan(ctx context.Context, opts ScanOptions) (array.RecordReader, error) {
+	if opts.Offset < 0 || opts.Limit < 0 {
+		return nil, errors.New("wal: negative offset or limit")
+	}
+	out, err := sn.outputSchema(opts.Columns)
+	if err != nil {
+		return nil, err
+	}
+	// read = output columns + key + filter columns, the layout every source is read in.
+	sch := sn.base.Schema()
+	readNames := []string{}
+	seen := map[string]bool{}
+	addCol := func(name string) error {
+		if seen[name] {
+			return nil
+		}
+		if sch.Field(name) == nil {
+			return fmt.Errorf("wal: no column %q in the table", name)
+		}
+		seen[name] = true
+		readNames = append(readNames, name)
+		return nil
+	}
+	for _, f := range out.Fields() {
+		_ = addCol(f.Name)
+	}
+	if err := addCol(sn.keyColumn); err != nil {
+		return nil, err
+	}
+	var filter *expr.Bound
+	if opts.Filter != "" {
+		e, err := expr.Parse(opts.Filter)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range e.Columns() {
+			if err := addCol(c); err != nil {
+				return nil, err
+			}
+		}
+		rs, err := namesSchema(sch, readNames)
+		if err != nil {
+			return nil, err
+		}
+		if filter, err = expr.Bind(e, rs); err != nil {
+			return nil, err
+		}
+	}
+	readSchema, err := namesSchema(sch, readNames)
+	if err != nil {
+		return nil, err
+	}
+	newest, err := sn.shadowMap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	sc := &scanReader{sn: sn, ctx: ctx, cancel: cancel, opts: opts, out: out, read: readSchema, filter: filter,
+		newest: newest, skip: opts.Offset, remaining: opts.Limit, refs: 1,
+		keyIdx: readSchema.FieldIndices(sn.keyColumn)[0]}
+	return sc, nil
+}
+
+func namesSchema(sch *schema.Schema, names []string) (*arrow.Schema, error) {
+	fields := make([]arrow.Field, len(names))
+	for i, n := range names {
+		f := sch.Field(n)
+		if f == nil {
+			return nil, fmt.Errorf("wal: no column %q in the table", n)
+		}
+		fields[i] = f.Arrow()
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// shadowMap maps every key of the pending generations and the memtable to the newest
+// source holding it (generation i, or len(gens)+j for memtable view j).
+func (sn *Snapshot) shadowMap(ctx context.Context) (map[string]int32, error) {
+	newest := map[string]int32{}
+	idx := make([]*genIndex, len(sn.gens))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, gen := range sn.gens {
+		g.Go(func() error {
+			gi, err := sn.genKeys(gctx, gen)
+			idx[i] = gi
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i, gi := range idx {
+		for _, k := range gi.keys {
+			newest[k] = int32(i)
+		}
+	}
+	for j, v := range sn.mem {
+		src := int32(len(sn.gens) + j)
+		for b, mb := range v.batches {
+			for r, k := range mb.keys {
+				if v.live(b, r) {
+					newest[k] = src
+				}
+			}
+		}
+	}
+	return newest, nil
+}
+
+// scanReader is the array.RecordReader of a snapshot scan. It walks the stages (base,
+// generations, memtable) lazily, one batch at a time.
+type scanReader struct {
+	sn        *Snapshot
+	ctx       context.Context
+	cancel    context.CancelFunc
+	opts      ScanOptions
+	out       *arrow.Schema
+	read      *arrow.Schema
+	keyIdx    int
+	filter    *expr.Bound
+	newest    map[string]int32
+	skip      int64
+	remaining int64
+	done      bool
+	refs      int64
+
+	stage int // 0 base, 1 generations, 2 memtable, 3 end
+	// base stage
+	base    *lance.Scanner
+	baseIDs []uint64 // two-phase (offset) mode: row ids of the page being gathered
+	// generation stage
+	gen    int
+	genR   *file.Reader
+	genPos uint64
+	// memtable stage
+	memV, memB int
+
+	cur arrow.RecordBatch
+	err error
+}
+
+func (r *scanReader) Schema() *arrow.Schema { return r.out }
+
+func (r *scanReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is RecordBatch, for array.RecordReader.
+//
+// Deprecated: use RecordBatch.
+func (r *scanReader) Record() arrow.RecordBatch { return r.cur }
+
+func (r *scanReader) Err() error { return r.err }
+
+func (r *scanReader) Retain() { r.refs++ }
+
+func (r *scanReader) Release() {
+	if r.refs--; r.refs > 0 {
+		return
+	}
+	r.close()
+}
+
+func (r *scanReader) close() {
+	r.cancel()
+	if r.base != nil {
+		r.base.Release()
+		r.base = nil
+	}
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+// Next advances to the next non-empty batch.
+func (r *scanReader) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	for !r.done && r.err == nil {
+		rec, err := r.step()
+		if err != nil {
+			r.err = err
+			break
+		}
+		if rec == nil {
+			continue
+		}
+		if rec = r.page(rec); rec != nil {
+			r.cur = rec
+			return true
+		}
+	}
+	r.close()
+	return false
+}
+
+// page applies offset and limit to a batch of result rows (nil: nothing to emit).
+func (r *scanReader) page(rec arrow.RecordBatch) arrow.RecordBatch {
+	n := rec.NumRows()
+	if r.skip > 0 {
+		if n <= r.skip {
+			r.skip -= n
+			rec.Release()
+			return nil
+		}
+		s := rec.NewSlice(r.skip, n)
+		rec.Release()
+		rec, n, r.skip = s, n-r.skip, 0
+	}
+	if r.opts.Limit > 0 {
+		if n >= r.remaining {
+			if n > r.remaining {
+				s := rec.NewSlice(0, r.remaining)
+				rec.Release()
+				rec = s
+			}
+			r.remaining = 0
+			r.done = true
+			return rec
+		}
+		r.remaining -= n
+	}
+	return rec
+}
+
+// step produces the next batch of result rows of the current stage (nil when the stage
+// had nothing this time), moving to the next stage at the end of one.
+func (r *scanReader) step() (arrow.RecordBatch, error) {
+	switch r.stage {
+	case 0:
+		return r.stepBase()
+	case 1:
+		return r.stepGen()
+	case 2:
+		return r.stepMem()
+	}
+	r.done = true
+	return nil, nil
+}
+
+func (r *scanReader) outNames() []string {
+	names := make([]string, r.out.NumFields())
+	for i, f := range r.out.Fields() {
+		names[i] = f.Name
+	}
+	return names
+}
+
+// stepBase streams the base table. Without an offset it reads the output columns
+// directly; with one, it first pages over the key column alone (cheap to skip) and
+// takes the wanted rows by row id, so a deep page does not read the skipped rows'
+// payloads.
+func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
+	twoPhase := r.opts.Offset > 0
+	if r.base == nil {
+		cols := r.outNames()
+		if twoPhase {
+			cols = []string{r.sn.keyColumn}
+		} else if len(r.out.FieldIndices(r.sn.keyColumn)) == 0 {
+			cols = append(cols, r.sn.keyColumn)
+		}
+		sc, err := r.sn.base.Scan(r.ctx, lance.ScanOptions{Columns: cols, Filter: r.opts.Filter, WithRowID: twoPhase, BatchSize: scanBatchRows})
+		if err != nil {
+			return nil, err
+		}
+		r.base = sc
+	}
+	if !r.base.Next() {
+		if err := r.base.Err(); err != nil {
+			return nil, fmt.Errorf("wal: scan base: %w", err)
+		}
+		r.base.Release()
+		r.base = nil
+		r.stage = 1
+		return nil, nil
+	}
+	rec := r.base.RecordBatch()
+	key := rec.Column(rec.Schema().FieldIndices(r.sn.keyColumn)[0])
+	keep := make([]bool, rec.NumRows())
+	any := false
+	for i := range keep {
+		if key.IsNull(i) {
+			keep[i] = true
+		} else {
+			_, shadowed := r.newest[r.sn.keyOf(key, i)]
+			keep[i] = !shadowed
+		}
+		any = any || keep[i]
+	}
+	if !any {
+		return nil, nil
+	}
+	if !twoPhase {
+		sel, err := selectRows(rec, keep)
+		if err != nil || sel == nil {
+			return nil, err
+		}
+		defer sel.Release()
+		return project(sel, r.out), nil
+	}
+	// Two-phase: skip by counting keys only; take the rest by row id.
+	ids := rec.Column(rec.Schema().FieldIndices(lance.RowIDColumn)[0]).(*array.Uint64)
+	var want []uint64
+	for i, k := range keep {
+		if !k {
+			continue
+		}
+		if r.skip > 0 {
+			r.skip--
+			continue
+		}
+		want = append(want, ids.Value(i))
+		if r.opts.Limit > 0 && int64(len(want)) >= r.remaining {
+			break
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	got, err := r.sn.base.Take(r.ctx, want, r.outNames())
+	if err != nil {
+		return nil, fmt.Errorf("wal: read base rows: %w", err)
+	}
+	defer got.Release()
+	return array.NewRecordBatch(r.out, got.Columns(), got.NumRows()), nil
+}
+
+// keepRows computes the rows of a source batch (laid out as r.read) that are the newest
+// of their key (src is the source index) and pass the filter.
+func (r *scanReader) keepRows(rec arrow.RecordBatch, src int32, live func(int) bool) ([]bool, bool, error) {
+	key := rec.Column(r.keyIdx)
+	keep := make([]bool, rec.NumRows())
+	var sel expr.Selection
+	if r.filter != nil {
+		var err error
+		if sel, err = expr.Select(r.ctx, r.filter, rec); err != nil {
+			return nil, false, err
+		}
+	}
+	any := false
+	for i := range keep {
+		if live != nil && !live(i) {
+			continue
+		}
+		if s, ok := r.newest[r.sn.keyOf(key, i)]; ok && s != src {
+			continue
+		}
+		if r.filter != nil && !sel.Get(i) {
+			continue
+		}
+		keep[i] = true
+		any = true
+	}
+	return keep, any, nil
+}
+
+func (r *scanReader) emit(rec arrow.RecordBatch, keep []bool) (arrow.RecordBatch, error) {
+	sel, err := selectRows(rec, keep)
+	if err != nil || sel == nil {
+		return nil, err
+	}
+	defer sel.Release()
+	return project(sel, r.out), nil
+}
+
+func (r *scanReader) stepGen() (arrow.RecordBatch, error) {
+	if r.gen >= len(r.sn.gens) {
+		r.stage = 2
+		return nil, nil
+	}
+	g := r.sn.gens[r.gen]
+	if r.genR == nil {
+		fr, err := r.sn.openGen(r.ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		r.genR, r.genPos = fr, 0
+	}
+	if r.genPos >= r.genR.NumRows() {
+		r.genR = nil
+		r.gen++
+		return nil, nil
+	}
+	end := min(r.genPos+scanBatchRows, r.genR.NumRows())
+	rec, err := r.sn.readGenRows(r.ctx, r.genR, r.read, r.genPos, end)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	r.genPos = end
+	keep, any, err := r.keepRows(rec, int32(r.gen), nil)
+	if err != nil || !any {
+		return nil, err
+	}
+	return r.emit(rec, keep)
+}
+
+func (r *scanReader) stepMem() (arrow.RecordBatch, error) {
+	if r.memV >= len(r.sn.mem) {
+		r.stage = 3
+		return nil, nil
+	}
+	v := r.sn.mem[r.memV]
+	if r.memB >= len(v.batches) {
+		r.memV++
+		r.memB = 0
+		return nil, nil
+	}
+	b := r.memB
+	r.memB++
+	rec := memRecord(v.batches[b].rec, r.read)
+	defer rec.Release()
+	keep, any, err := r.keepRows(rec, int32(len(r.sn.gens)+r.memV), func(i int) bool { return v.live(b, i) })
+	if err != nil || !any {
+		return nil, err
+	}
+	return r.emit(rec, keep)
+}
+
+// PendingStats summarises the unmerged generations of a dataset.
+type PendingStats struct {
+	// Generations pending across all shards, and their rows and bytes.
+	Generations int    `json:"generations"`
+	Rows        uint64 `json:"rows"`
+	Bytes       uint64 `json:"bytes"`
+	// Shards with a manifest.
+	Shards int `json:"shards"`
+	// PerShard pending generations.
+	PerShard map[string]int `json:"per_shard"`
+	// Base is the base version the watermarks were read from.
+	Base *lance.Dataset `json:"-"`
+}
+
+// PendingGenerations counts the dataset's pending generations from the manifests only
+// (no data file is read): one listing plus two requests per shard.
+func PendingGenerations(ctx context.Context, st objstore.Store) (PendingStats, error) {
+	base, err := lance.OpenStore(ctx, st)
+	if err != nil {
+		return PendingStats{}, fmt.Errorf("wal: open base: %w", err)
+	}
+	manifests, err := readAllManifests(ctx, st)
+	if err != nil {
+		return PendingStats{}, err
+	}
+	ps := PendingStats{PerShard: map[string]int{}, Shards: len(manifests), Base: base}
+	meta := base.TableMetadata()
+	for shard, m := range manifests {
+		w, err := watermark(meta, shard)
+		if err != nil {
+			return PendingStats{}, err
+		}
+		n := 0
+		for _, g := range m.Generations {
+			if g.Gen > w {
+				n++
+				ps.Rows += g.Rows
+				ps.Bytes += g.Bytes
+			}
+		}
+		ps.PerShard[shard] = n
+		ps.Generations += n
+	}
+	return ps, nil
+}
