@@ -360,3 +360,27 @@ func mkFrag(id, rows, deleted uint64) *tablepb.DataFragment {
 	}
 	return f
 }
+
+func TestSeedHistoryThenCleanupReclaimsIt(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	ds, err := WriteStore(ctx, st, reader(testRows(0, 10)), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ds, err = SeedHistory(ctx, st, SeedHistoryOptions{Versions: 5000, CopyData: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seeded 5000 versions in %s", time.Since(start))
+	if ds.Version() != 5001 {
+		t.Fatalf("version %d", ds.Version())
+	}
+	equalIDs(t, ids(t, mustCheckout(t, ds, 2500), ""), seq(0, 10))
+	res, err := ds.Cleanup(ctx, CleanupOptions{DeleteUnverified: true})
+	if err != nil || !res.Complete || res.VersionsRemoved != 5000 || res.DataFilesRemoved != 5000 || res.TransactionFilesRemoved != 5000 {
+		t.Fatalf("cleanup %+v %v", res, err)
+	}
+	equalIDs(t, ids(t, ds, ""), seq(0, 10))
+}
