@@ -174,34 +174,113 @@ func (c *cleaner) defaults() {
 	c.lastLog = c.start
 }
 
-// inventory is what the listings found.
-type inventory struct {
-	manifests []manifestRef // ascending by version
-	files     map[string]objstore.ObjectInfo
-}
-
 // cleanupAreas are listed recursively for unreferenced files.
 var cleanupAreas = []string{dataDir, deletionsDir, transactionsDir, indicesDir}
 
-func (c *cleaner) list(ctx context.Context) (*inventory, error) {
-	inv := &inventory{files: map[string]objstore.ObjectInfo{}}
+// listAreas lists every file of the cleanup areas, concurrently.
+func (c *cleaner) listAreas(ctx context.Context) (map[string]objstore.ObjectInfo, error) {
+	files := map[string]objstore.ObjectInfo{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		refs, err := listManifests(gctx, c.st)
-		inv.manifests = refs
-		return err
-	})
 	for _, area := range cleanupAreas {
 		g.Go(func() error {
 			return objstore.Walk(gctx, c.st, objstore.ListOptions{Prefix: area}, func(o objstore.ObjectInfo) error {
 				mu.Lock()
-				inv.files[o.Key] = o
+				files[o.Key] = o
 				mu.Unlock()
 				return nil
 			})
 		})
 	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("cleanup: list: %w", err)
+	}
+	return files, nil
+}
+
+// versionPlan splits the committed versions into retained and expired ones.
+type versionPlan struct {
+	retained []manifestRef // ascending
+	expired  []manifestRef // ascending
+	// complete is false when a bounded pass stopped listing early: more expired versions
+	// exist than the pass will handle.
+	complete bool
+	latest   uint64
+}
+
+// planVersions classifies versions: the newest RetainVersions, tagged versions and
+// versions younger than the cutoff stay. Ages come from the listing, so no manifest is
+// read. With V2 names the listing is newest first, so a pass with an object budget stops
+// listing once it has found that many expired versions: its cost follows the budget,
+// not the backlog (it removes the newest expired versions first; the next pass the
+// older ones).
+func (c *cleaner) planVersions(ctx context.Context, tagged map[uint64]bool) (versionPlan, error) {
+	cutoff := c.start.Add(-c.opts.OlderThan)
+	var plan versionPlan
+	early := c.opts.MaxObjects > 0 && !c.opts.VerifyExpired
+	var newestFirst []manifestRef
+	opts := objstore.ListOptions{Prefix: versionsDir, Delimiter: "/"}
+	scheme := namingUnknown
+	for {
+		page, err := c.st.List(ctx, opts)
+		if err != nil {
+			return plan, fmt.Errorf("cleanup: list versions: %w", err)
+		}
+		for _, o := range page.Objects {
+			v, s, ok := parseManifestName(o.Key[len(versionsDir):])
+			if !ok {
+				continue
+			}
+			if scheme == namingUnknown {
+				scheme = s
+			} else if s != scheme {
+				return plan, fmt.Errorf("%w: _versions mixes V1 and V2 manifest names", ErrUnsupported)
+			}
+			newestFirst = append(newestFirst, manifestRef{Version: v, Key: o.Key, Size: o.Size, LastModified: o.LastModified, Scheme: s})
+		}
+		if page.NextStartAfter == "" {
+			plan.complete = true
+			break
+		}
+		opts.StartAfter = page.NextStartAfter
+		if early && scheme == namingV2 && len(newestFirst) > c.opts.RetainVersions+c.opts.MaxObjects+len(tagged) {
+			break
+		}
+	}
+	if len(newestFirst) == 0 {
+		return plan, ErrDatasetNotFound
+	}
+	// V2 listings come newest first, V1 in name order: sort newest first either way.
+	sort.Slice(newestFirst, func(i, j int) bool { return newestFirst[i].Version > newestFirst[j].Version })
+	plan.latest = newestFirst[0].Version
+	seen := map[uint64]bool{}
+	for i, m := range newestFirst {
+		seen[m.Version] = true
+		if i < c.opts.RetainVersions || tagged[m.Version] || !m.LastModified.Before(cutoff) {
+			plan.retained = append(plan.retained, m)
+		} else {
+			plan.expired = append(plan.expired, m)
+		}
+	}
+	// Tagged versions further down an unfinished listing are retained too.
+	for v := range tagged {
+		if !seen[v] && !plan.complete && scheme == namingV2 {
+			plan.retained = append(plan.retained, manifestRef{Version: v, Key: manifestKeyV2(v), Scheme: namingV2})
+		}
+	}
+	sort.Slice(plan.retained, func(i, j int) bool { return plan.retained[i].Version < plan.retained[j].Version })
+	sort.Slice(plan.expired, func(i, j int) bool { return plan.expired[i].Version < plan.expired[j].Version })
+	return plan, nil
+}
+
+func (c *cleaner) run(ctx context.Context) (CleanupResult, error) {
+	c.phase = "list versions"
+	g, gctx := errgroup.WithContext(ctx)
+	var tags map[string]Tag
+	g.Go(func() (err error) {
+		tags, err = listTags(gctx, c.st)
+		return err
+	})
 	g.Go(func() error {
 		// Branches may share this dataset's files; lancectx does not follow them.
 		page, err := c.st.List(gctx, objstore.ListOptions{Prefix: "_refs/branches/", MaxKeys: 1})
@@ -214,86 +293,58 @@ func (c *cleaner) list(ctx context.Context) (*inventory, error) {
 		return nil
 	})
 	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("cleanup: list: %w", err)
-	}
-	return inv, nil
-}
-
-func (c *cleaner) run(ctx context.Context) (CleanupResult, error) {
-	c.phase = "list"
-	inv, err := c.list(ctx)
-	if err != nil {
-		return c.res, err
-	}
-	if len(inv.manifests) == 0 {
-		return c.res, ErrDatasetNotFound
-	}
-	tags, err := listTags(ctx, c.st)
-	if err != nil {
 		return c.res, err
 	}
 	tagged := map[uint64]bool{}
 	for _, t := range tags {
 		tagged[t.Version] = true
 	}
-	// Decide which versions stay: by version number (newest N), tag, and age. Ages come
-	// from the listing, so expiring history needs no manifest reads.
-	cutoff := c.start.Add(-c.opts.OlderThan)
-	n := len(inv.manifests)
-	var retained, expired []manifestRef
-	for i, m := range inv.manifests {
-		if i >= n-c.opts.RetainVersions || tagged[m.Version] || !m.LastModified.Before(cutoff) {
-			retained = append(retained, m)
-		} else {
-			expired = append(expired, m)
-		}
+	plan, err := c.planVersions(ctx, tagged)
+	if err != nil {
+		return c.res, err
 	}
-	c.res.Latest = inv.manifests[n-1].Version
+	c.res.Latest = plan.latest
 	// The retained window starts at the oldest retained version that is not only kept
 	// for a tag; files written after it may belong to commits in flight.
 	var windowStart time.Time
-	for _, m := range retained {
-		if !tagged[m.Version] || m.Version == c.res.Latest {
+	for _, m := range plan.retained {
+		if (!tagged[m.Version] || m.Version == plan.latest) && !m.LastModified.IsZero() {
 			windowStart = m.LastModified
 			c.res.OldestRetained = m.Version
 			break
 		}
 	}
-	if windowStart.IsZero() {
-		windowStart = retained[len(retained)-1].LastModified
-		c.res.OldestRetained = retained[len(retained)-1].Version
-	}
 	c.phase = "read retained"
-	keep, err := c.referenced(ctx, retained)
+	keep, err := c.referenced(ctx, plan.retained)
 	if err != nil {
 		return c.res, err
 	}
-	c.logStart(len(retained), len(expired), len(inv.files))
-
-	unverifiedBefore := windowStart
-	if !c.opts.DeleteUnverified {
-		if t := c.start.Add(-c.opts.UnverifiedAge); t.Before(unverifiedBefore) {
-			unverifiedBefore = t
-		}
-	}
-	garbage := func(key string, proven bool) bool {
-		o, ok := inv.files[key]
-		if !ok || keep[key] || keep[indexDirOf(key)] {
-			return false
-		}
-		if !o.LastModified.Before(windowStart) {
-			return false
-		}
-		return proven || o.LastModified.Before(unverifiedBefore)
-	}
+	c.logStart(len(plan.retained), len(plan.expired), plan.complete)
 	done := map[string]bool{}
-	// Phase 1: expired versions, oldest first, in chunks. With VerifyExpired each chunk's
-	// manifests are read first and the files they reference (and no retained version
-	// does) go before the manifests, so proof is never lost to a budget stop.
+	expiredLeft := func() int {
+		n := 0
+		for _, m := range plan.expired {
+			if !done[m.Key] {
+				n++
+			}
+		}
+		if !plan.complete {
+			n++ // at least one more version the listing did not reach
+		}
+		return n
+	}
+	// Phase 1: expired versions. With VerifyExpired, chunks of manifests are read first and
+	// the files they reference (and no retained version does) go before the manifests, so
+	// proof is never lost to a budget stop; such files predate the retained window by
+	// construction. Without it, all expired manifests go in one concurrent run of batches.
 	c.phase = "expire versions"
-	const chunk = 1000
-	for lo := 0; lo < len(expired); lo += chunk {
-		part := expired[lo:min(lo+chunk, len(expired))]
+	chunk := max(len(plan.expired), 1)
+	if c.opts.VerifyExpired {
+		chunk = 1000
+	}
+	for lo := 0; lo < len(plan.expired); lo += chunk {
+		part := plan.expired[lo:min(lo+chunk, len(plan.expired))]
+		sizes := map[string]int64{}
 		if c.opts.VerifyExpired {
 			proven, err := c.referenced(ctx, part)
 			if err != nil {
@@ -301,65 +352,68 @@ func (c *cleaner) run(ctx context.Context) (CleanupResult, error) {
 			}
 			var keys []string
 			for key := range proven {
-				if !done[key] && garbage(key, true) {
-					keys = append(keys, key)
+				if keep[key] || strings.HasSuffix(key, "/") {
+					continue // index directories are collected with the unreferenced files
 				}
-				if strings.HasSuffix(key, "/") { // an index directory: its files
-					for k := range inv.files {
-						if strings.HasPrefix(k, key) && !done[k] && garbage(k, true) {
-							keys = append(keys, k)
-						}
-					}
-				}
+				keys = append(keys, key)
 			}
 			sort.Strings(keys)
-			if err := c.deleteKeys(ctx, keys, inv, done); err != nil {
-				c.res.Remaining = c.remaining(expired[lo:], inv, done, garbage)
+			if err := c.deleteKeys(ctx, keys, sizes, done); err != nil {
+				c.res.Remaining = expiredLeft()
 				return c.res, err
 			}
 		}
 		keys := make([]string, len(part))
 		for i, m := range part {
 			keys[i] = m.Key
-			inv.files[m.Key] = objstore.ObjectInfo{Key: m.Key, Size: m.Size, LastModified: m.LastModified}
+			sizes[m.Key] = m.Size
 		}
-		if err := c.deleteKeys(ctx, keys, inv, done); err != nil {
-			c.res.Remaining = c.remaining(expired[lo:], inv, done, garbage)
+		if err := c.deleteKeys(ctx, keys, sizes, done); err != nil {
+			c.res.Remaining = expiredLeft()
 			return c.res, err
 		}
 	}
+	if !plan.complete {
+		c.res.StoppedBy = "max_objects"
+		c.res.Remaining = expiredLeft()
+		return c.res, errStop
+	}
 	// Phase 2: every other unreferenced file old enough to be garbage.
 	c.phase = "unreferenced files"
+	files, err := c.listAreas(ctx)
+	if err != nil {
+		return c.res, err
+	}
+	unverifiedBefore := windowStart
+	if !c.opts.DeleteUnverified {
+		if t := c.start.Add(-c.opts.UnverifiedAge); t.Before(unverifiedBefore) {
+			unverifiedBefore = t
+		}
+	}
 	var keys []string
-	for key := range inv.files {
-		if !done[key] && !strings.HasPrefix(key, versionsDir) && garbage(key, false) {
+	sizes := map[string]int64{}
+	for key, o := range files {
+		if done[key] || keep[key] || keep[indexDirOf(key)] {
+			continue
+		}
+		if o.LastModified.Before(windowStart) && o.LastModified.Before(unverifiedBefore) {
 			keys = append(keys, key)
+			sizes[key] = o.Size
 		}
 	}
 	sort.Strings(keys)
-	if err := c.deleteKeys(ctx, keys, inv, done); err != nil {
-		c.res.Remaining = c.remaining(nil, inv, done, garbage)
+	if err := c.deleteKeys(ctx, keys, sizes, done); err != nil {
+		n := 0
+		for _, k := range keys {
+			if !done[k] {
+				n++
+			}
+		}
+		c.res.Remaining = n
 		return c.res, err
 	}
 	c.res.Complete = true
 	return c.res, nil
-}
-
-// remaining counts what is known to be left: expired manifests not deleted and
-// unreferenced files old enough to go.
-func (c *cleaner) remaining(expired []manifestRef, inv *inventory, done map[string]bool, garbage func(string, bool) bool) int {
-	n := 0
-	for _, m := range expired {
-		if !done[m.Key] {
-			n++
-		}
-	}
-	for key := range inv.files {
-		if !done[key] && !strings.HasPrefix(key, versionsDir) && garbage(key, false) {
-			n++
-		}
-	}
-	return n
 }
 
 // referenced reads manifests and returns every key they reference: data files,
@@ -429,7 +483,7 @@ func indexDirOf(key string) string {
 // deleteKeys deletes keys in batches with bounded concurrency, honouring the budget
 // and the timeout. It returns errStop when either ends the pass, or the first batch
 // failure (after the batches in flight finish).
-func (c *cleaner) deleteKeys(ctx context.Context, keys []string, inv *inventory, done map[string]bool) error {
+func (c *cleaner) deleteKeys(ctx context.Context, keys []string, sizes map[string]int64, done map[string]bool) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -480,7 +534,7 @@ func (c *cleaner) deleteKeys(ctx context.Context, keys []string, inv *inventory,
 					continue
 				}
 				done[k] = true
-				c.count(k, inv.files[k].Size)
+				c.count(k, sizes[k])
 			}
 			c.res.FailedDeletes += len(failed)
 			c.mu.Unlock()
@@ -558,9 +612,9 @@ func rate(n int64, d time.Duration) float64 {
 	return float64(int64(float64(n)/d.Seconds()*10)) / 10
 }
 
-func (c *cleaner) logStart(retained, expired, files int) {
+func (c *cleaner) logStart(retained, expired int, listedAll bool) {
 	c.opts.Logger.Info("lance cleanup start", "dataset", c.opts.Name, "latest_version", c.res.Latest,
-		"retained_versions", retained, "expired_versions", expired, "listed_files", files,
+		"retained_versions", retained, "expired_versions", expired, "listed_all_versions", listedAll,
 		"older_than", c.opts.OlderThan.String(), "max_objects", c.opts.MaxObjects, "verify_expired", c.opts.VerifyExpired)
 }
 

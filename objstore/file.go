@@ -256,18 +256,24 @@ func (s *FileStore) Delete(ctx context.Context, key string) error {
 }
 
 func (s *FileStore) remove(key, path string) error {
-	fi, err := os.Lstat(path)
-	if isNotExist(err) || err == nil && fi.IsDir() {
-		return nil
-	}
-	if err == nil {
-		err = os.Remove(path)
-	}
-	if err != nil && !isNotExist(err) {
-		return fmt.Errorf("objstore: delete %s: %w", key, err)
+	if err := s.unlink(key, path); err != nil {
+		return err
 	}
 	s.prune(filepath.Dir(path))
 	return nil
+}
+
+// unlink removes one file (a missing file or a directory is not an error).
+func (s *FileStore) unlink(key, path string) error {
+	err := os.Remove(path)
+	if err == nil || isNotExist(err) {
+		return nil
+	}
+	// Remove fails on a non-empty directory; a key that names a directory holds no object.
+	if fi, serr := os.Lstat(path); serr == nil && fi.IsDir() {
+		return nil
+	}
+	return fmt.Errorf("objstore: delete %s: %w", key, err)
 }
 
 // prune removes dir and then its parents below root while they are empty: removing a
@@ -299,7 +305,7 @@ func (s *FileStore) DeleteBatch(ctx context.Context, keys []string) error {
 			break
 		}
 		g.Go(func() error {
-			if err := s.remove(keys[i], paths[i]); err != nil {
+			if err := s.unlink(keys[i], paths[i]); err != nil {
 				mu.Lock()
 				failed[keys[i]] = err
 				mu.Unlock()
@@ -308,6 +314,14 @@ func (s *FileStore) DeleteBatch(ctx context.Context, keys []string) error {
 		})
 	}
 	g.Wait()
+	// Empty directories are pruned once per directory, not once per file.
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		dirs[filepath.Dir(p)] = true
+	}
+	for d := range dirs {
+		s.prune(d)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -321,7 +335,7 @@ func (s *FileStore) DeleteBatch(ctx context.Context, keys []string) error {
 // directory part of Prefix, skips subtrees that sort entirely before StartAfter, and
 // reads (and sorts) one directory at a time until the page is full.
 func (s *FileStore) List(ctx context.Context, opts ListOptions) (ListPage, error) {
-	p, err := newPager(ctx, opts)
+	p, err := newPager(ctx, opts, LocalMaxKeys)
 	if err != nil {
 		return ListPage{}, err
 	}

@@ -15,7 +15,7 @@ type pager struct {
 	last string
 }
 
-func newPager(ctx context.Context, opts ListOptions) (*pager, error) {
+func newPager(ctx context.Context, opts ListOptions, defaultMax int) (*pager, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -24,7 +24,7 @@ func newPager(ctx context.Context, opts ListOptions) (*pager, error) {
 	}
 	max := opts.MaxKeys
 	if max <= 0 {
-		max = DefaultMaxKeys
+		max = defaultMax
 	}
 	return &pager{opts: opts, max: max}, nil
 }

@@ -90,7 +90,7 @@ func (m *MemStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 
 // List returns one page of the listing; see ListOptions.
 func (m *MemStore) List(ctx context.Context, opts ListOptions) (ListPage, error) {
-	p, err := newPager(ctx, opts)
+	p, err := newPager(ctx, opts, LocalMaxKeys)
 	if err != nil {
 		return ListPage{}, err
 	}

@@ -66,7 +66,9 @@ type ListOptions struct {
 	// Delimiter "/" groups keys below the next "/" after Prefix into CommonPrefixes.
 	// Empty lists every key under Prefix recursively. No other delimiter is supported.
 	Delimiter string
-	// MaxKeys bounds Objects+CommonPrefixes of the page; <= 0 means the backend default (1000).
+	// MaxKeys bounds Objects+CommonPrefixes of the page; <= 0 means the backend default:
+	// DefaultMaxKeys on cloud stores (their page limit), LocalMaxKeys on stores where every
+	// page costs a full directory read (local disk, memory).
 	MaxKeys int
 }
 
@@ -80,8 +82,13 @@ type ListPage struct {
 	NextStartAfter string
 }
 
-// DefaultMaxKeys is the page size used when ListOptions.MaxKeys is unset.
+// DefaultMaxKeys is the page size cloud stores use when ListOptions.MaxKeys is unset.
 const DefaultMaxKeys = 1000
+
+// LocalMaxKeys is the default page size of FileStore and MemStore. Each of their pages
+// reads (and sorts) whole directories, so small pages would make listing n keys cost
+// O(n^2 / page); a large page keeps a full listing O(n log n) with bounded memory.
+const LocalMaxKeys = 100_000
 
 // Reader is the read side of a store.
 type Reader interface {
