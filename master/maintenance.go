@@ -135,8 +135,8 @@ func (m *StatsMaintainer) pass(ctx context.Context, o StatsMaintenanceOptions) (
 		// history TTL, so a file unreferenced for that long is not a commit in flight.
 		UnverifiedAge:    o.HistoryTTL,
 		DeleteUnverified: o.HistoryTTL <= 0,
-		Logger:        m.log,
-		Name:          StatsDataset,
+		Logger:           m.log,
+		Name:             StatsDataset,
 	})
 	if err != nil {
 		return res, fmt.Errorf("cleanup _stats: %w", err)
