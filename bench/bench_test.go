@@ -88,19 +88,28 @@ type peerResult struct {
 
 // output runs one peer command; it is safe to call from any goroutine.
 func (p *peer) output(args ...string) (peerResult, error) {
+	out, err := p.raw(args...)
+	if err != nil {
+		return peerResult{}, err
+	}
+	var r peerResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return peerResult{}, fmt.Errorf("bench-peer %s: output %q: %w", strings.Join(args, " "), out, err)
+	}
+	return r, nil
+}
+
+// raw runs one peer command and returns its stdout.
+func (p *peer) raw(args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.node, append([]string{p.script}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return peerResult{}, fmt.Errorf("bench-peer %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		return nil, fmt.Errorf("bench-peer %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	var r peerResult
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		return peerResult{}, fmt.Errorf("bench-peer %s: output %q: %w", strings.Join(args, " "), stdout.String(), err)
-	}
-	return r, nil
+	return stdout.Bytes(), nil
 }
 
 func TestHarnessSmoke(t *testing.T) {
@@ -268,10 +277,228 @@ func TestReport(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{nil, {"nope"}, {"write"}, {"scan", "--bogus"}, {"open", "--uri", "x", "extra"}, {"report"}} {
+	for _, args := range [][]string{nil, {"nope"}, {"write"}, {"scan", "--bogus"}, {"open", "--uri", "x", "extra"}, {"report"},
+		{"link", "--uri", "x"}, {"cleanup"}, {"compact"}, {"gen-history", "--uri", "x", "--versions", "3"}} {
 		err := Main(context.Background(), args, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), "usage") {
 			t.Errorf("Main(%q) = %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestMaintenanceSmoke runs the maintenance commands at a tiny size: a history is built
+// and reused, cleanup reclaims the same files in one pass, in bounded passes and in
+// LanceDB's optimize, the fixture survives its copies, and compaction writes fragments of
+// the target size that LanceDB reads back.
+func TestMaintenanceSmoke(t *testing.T) {
+	p := newPeer(t)
+	dir := t.TempDir()
+	hist := filepath.Join(dir, "history.lance")
+	var h GenHistoryResult
+	runMain(t, &h, "gen-history", "--uri", hist, "--versions", "40", "--keys", "8")
+	ops := 0
+	for _, n := range h.Ops {
+		ops += n
+	}
+	if h.Reused || h.Versions != 40 || ops != 40 || h.Objects.Manifests != 40 || h.Objects.Transactions != 40 ||
+		h.Objects.DataFiles < 20 || h.Objects.DeletionFiles == 0 || h.Rows == 0 || h.Rows > 8 {
+		t.Fatalf("gen-history: %+v", h)
+	}
+	var again GenHistoryResult
+	runMain(t, &again, "gen-history", "--uri", hist, "--versions", "40", "--keys", "8")
+	if !again.Reused || again.Objects != h.Objects {
+		t.Fatalf("gen-history did not reuse the history: %+v", again)
+	}
+	if err := Main(context.Background(), []string{"gen-history", "--uri", hist, "--versions", "41", "--keys", "8"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("gen-history accepted a history built with other parameters")
+	}
+
+	copies := make([]string, 4)
+	for i := range copies {
+		copies[i] = filepath.Join(dir, fmt.Sprintf("copy-%d.lance", i))
+		var l LinkResult
+		runMain(t, &l, "link", "--from", hist, "--uri", copies[i])
+		if l.Files != h.Objects.Total {
+			t.Fatalf("link: %+v, want %d files", l, h.Objects.Total)
+		}
+	}
+	// LanceDB's cleanup runs in the background on its own copy.
+	type peerCleanup struct {
+		res struct {
+			Side      string       `json:"side"`
+			Reclaimed ObjectCounts `json:"reclaimed"`
+			After     ObjectCounts `json:"after"`
+			Rows      int64        `json:"rows_after"`
+			Version   uint64       `json:"version_after"`
+		}
+		err error
+	}
+	pc := make(chan peerCleanup, 1)
+	go func() {
+		var o peerCleanup
+		out, err := p.raw("cleanup", "--uri", copies[2], "--delete-unverified")
+		if o.err = err; err == nil {
+			o.err = json.Unmarshal(out, &o.res)
+		}
+		pc <- o
+	}()
+	defer func() { <-pc }()
+
+	clean := []string{"--older-than", "0s", "--delete-unverified"}
+	var one CleanupBenchResult
+	runMain(t, &one, append([]string{"cleanup", "--uri", copies[0], "--faults", "latency=1ms", "--label", "latency"}, clean...)...)
+	want := ObjectCounts{Manifests: 1, Transactions: 1, DataFiles: 1, Other: 1, Total: 4}
+	if !one.Complete || one.Passes != 1 || one.Version != 40 || one.RowsAfter != h.Rows || one.Requests["delete_batch"] == 0 ||
+		one.After.Total != want.Total || one.After.Manifests != 1 || one.After.DataFiles != 1 || one.After.Transactions != 1 ||
+		one.Reclaimed.Total != h.Objects.Total-want.Total || one.Reclaimed.Total != one.Before.Total-one.After.Total ||
+		one.Reclaimed.Manifests != 39 || one.Reclaimed.DeletionFiles != h.Objects.DeletionFiles {
+		t.Fatalf("one cleanup pass: %+v", one)
+	}
+	var passes CleanupBenchResult
+	runMain(t, &passes, append([]string{"cleanup", "--uri", copies[1], "--max-objects", "10", "--delete-batch", "5"}, clean...)...)
+	if !passes.Complete || passes.Passes < one.Reclaimed.Total/10 || passes.After.Digest != one.After.Digest || passes.Reclaimed != one.Reclaimed {
+		t.Fatalf("cleanup in passes: %+v, want the files of %+v", passes, one)
+	}
+	for _, pl := range passes.PassLog {
+		if pl.ObjectsDeleted > 10 {
+			t.Fatalf("a pass deleted %d objects with --max-objects 10: %+v", pl.ObjectsDeleted, passes.PassLog)
+		}
+	}
+	var verify CleanupBenchResult
+	runMain(t, &verify, "cleanup", "--uri", copies[3], "--older-than", "0s", "--verify-expired")
+	if !verify.Complete || verify.After.Digest != one.After.Digest || verify.Requests["get"] < 39 {
+		t.Fatalf("cleanup with --verify-expired: %+v, want the files of %+v", verify, one)
+	}
+	po := <-pc
+	pc <- po
+	if po.err != nil {
+		t.Fatal(po.err)
+	}
+	if po.res.Side != SideLanceDB || po.res.After.Digest != one.After.Digest || po.res.Reclaimed.Total != one.Reclaimed.Total ||
+		po.res.Rows != h.Rows || po.res.Version != 40 {
+		t.Fatalf("LanceDB cleanup left other files: %+v, lancectx left %+v", po.res, one.After)
+	}
+	var master ObjectCounts
+	runMain(t, &master, "count", "--uri", hist)
+	if master != h.Objects {
+		t.Fatalf("the fixture changed under its copies: %+v, built %+v", master, h.Objects)
+	}
+	if err := os.Remove(filepath.Join(hist, "_versions", "latest_version_hint.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Main(context.Background(), []string{"link", "--from", hist, "--uri", copies[0]}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "fixture changed") {
+		t.Fatalf("link of a damaged fixture: %v", err)
+	}
+
+	// Compaction of 30 one-row fragments into fragments of 12 rows, and by LanceDB.
+	frags := filepath.Join(dir, "frags.lance")
+	var gv GenVersionsResult
+	runMain(t, &gv, "gen-versions", "--uri", frags, "--versions", "3", "--fragments", "30")
+	var dg DigestResult
+	runMain(t, &dg, "digest", "--rows", "30")
+	goC, ldbC := filepath.Join(dir, "compact-go.lance"), filepath.Join(dir, "compact-ldb.lance")
+	var l LinkResult
+	runMain(t, &l, "link", "--from", frags, "--uri", goC)
+	runMain(t, &l, "link", "--from", frags, "--uri", ldbC)
+	var pcomp peerResult
+	var perr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pcomp, perr = p.output("compact", "--uri", ldbC, "--digest")
+	}()
+	var c CompactBenchResult
+	runMain(t, &c, "compact", "--uri", goC, "--target-rows", "12", "--digest")
+	<-done
+	if !c.TargetSized || fmt.Sprint(c.FragmentRows) != "[12 12 6]" || c.FragmentsBefore != 30 || c.Rows != 30 || c.Digest != dg.Digest || c.PeakRSS <= 0 {
+		t.Fatalf("compact: %+v, want fragments of 12, 12, 6 rows with digest %s", c, dg.Digest)
+	}
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	if pcomp.Digest != dg.Digest || pcomp.Rows != 30 {
+		t.Fatalf("LanceDB compaction: %+v", pcomp)
+	}
+	// LanceDB reads the Go compaction's output.
+	pread, err := p.output("scan", "--uri", goC, "--digest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pread.Rows != 30 || pread.Digest != dg.Digest {
+		t.Fatalf("LanceDB scan of the compacted dataset: %+v, want digest %s", pread, dg.Digest)
+	}
+}
+
+// TestMaintReport renders the maintenance rows, and checks that a run of one section
+// keeps the other section of the previous report.
+func TestMaintReport(t *testing.T) {
+	dir := t.TempDir()
+	lines := []string{
+		`{"bench":"maint-history","rep":1,"cmd":"gen-history","versions":68000,"keys":48,"ops":{"create":1,"upsert":100},"objects":{"manifests":68000,"total":200000,"bytes":1000000},"build_seconds":300,"commits_per_s":226,"store":"fixture"}`,
+		`{"bench":"maint-cleanup-latency","rep":1,"cmd":"cleanup","side":"lancectx","faults":"latency=20ms","seconds":4,"objects_per_s":50000,"complete":true,"passes":1,"reclaimed":{"manifests":67999,"total":199996},"requests":{"list":300}}`,
+		`{"bench":"maint-cleanup-passes","rep":1,"cmd":"cleanup","side":"lancectx","faults":"latency=20ms","seconds":30,"max_pass_seconds":2.5,"max_objects":10000,"objects_per_s":6666,"complete":true,"passes":20,"reclaimed":{"total":199996}}`,
+		`{"bench":"maint-cleanup-local","rep":1,"cmd":"cleanup","side":"lancectx","seconds":2,"cpu_seconds":1,"complete":true,"after":{"total":4,"digest":"aaaa0000"}}`,
+		`{"bench":"maint-cleanup-local","rep":1,"cmd":"cleanup","side":"lancedb","seconds":5,"cpu_seconds":4,"complete":true,"after":{"total":4,"digest":"aaaa0000"}}`,
+		`{"bench":"maint-cleanup-local-index","rep":1,"cmd":"cleanup","side":"lancectx","listing":"index","seconds":1,"cpu_seconds":1,"complete":true,"after":{"total":4,"digest":"aaaa0000"}}`,
+		`{"bench":"maint-cleanup-passes-index","rep":1,"cmd":"cleanup","side":"lancectx","listing":"index","faults":"latency=20ms","seconds":30,"max_pass_seconds":1.5,"max_objects":10000,"complete":true,"passes":20,"pass_log":[{"seconds":1.5,"phases":[{"phase":"expire versions","batches":10,"objects":10000,"first_batch_done_s":1.2,"last_batch_done_s":1.5}]}]}`,
+		`{"bench":"maint-compact","rep":1,"cmd":"compact","side":"lancectx","seconds":2,"cpu_seconds":2,"rows":10000,"fragments_before":10000,"fragment_rows":[10000],"target_rows":1048576,"target_sized":true,"peak_rss_bytes":104857600,"digest":"12345678"}`,
+		`{"bench":"maint-compact","rep":1,"cmd":"compact","side":"lancedb","seconds":3,"cpu_seconds":3,"rows":10000,"fragments_before":10000,"fragments_after":1,"peak_rss_bytes":209715200}`,
+		`{"bench":"maint-compact-expect","rep":1,"cmd":"digest","rows":10000,"digest":"12345678"}`,
+		`{"bench":"maint-compact-read","rep":1,"cmd":"scan","side":"lancedb","rows":10000,"digest":"12345678"}`,
+	}
+	maintRes := filepath.Join(dir, "maint.jsonl")
+	mainRes := filepath.Join(dir, "main.jsonl")
+	meta := filepath.Join(dir, "meta.json")
+	write := func(path, body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(maintRes, strings.Join(lines, "\n")+"\n")
+	write(mainRes, `{"bench":"write","rep":1,"side":"lancectx","rows":1000,"seconds":1,"rows_per_s":2000}`+"\n")
+	write(meta, `{"command":"bench/run.sh","lancedb":"0.31.0","rows":1000,"reps":1,"versions":10000,"history_versions":68000,"maint_notes":["a maintenance note"]}`)
+	report := func(in, previous string) string {
+		t.Helper()
+		var buf bytes.Buffer
+		args := []string{"report", "--in", in, "--meta", meta}
+		if previous != "" {
+			args = append(args, "--previous", previous)
+		}
+		if err := Main(context.Background(), args, &buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	md := report(maintRes, "")
+	for _, want := range []string{
+		"| 6. cleanup of the 68,000-version backlog (199,996 objects), store with 20ms per request, one pass | 4.00 s (50.0k objects/s) | — | — | — | <= 10 s | yes |",
+		"| 6. same backlog in passes of --max-objects 10,000: longest pass | 2.50 s (20 passes, 30.0 s in all) | — | — | — | <= 2 s per pass, backlog finished | no |",
+		"| 2.50 | 4.00 | >= 2.0 (lancectx time <= 0.5x LanceDB's) | yes |",
+		"| 7. files left after cleanup (each run on its own identical copy) | 4 files",
+		"| 7. same, lancectx with the store listing served from an index (diagnosis) | 1.00 s (0 objects/s) | 5.00 s (0 objects/s) | 5.00 | 4.00 |",
+		"| 6. same backlog in passes of --max-objects 10,000, store listing served from an index (diagnosis): longest pass | 1.50 s (20 passes, 30.0 s in all) | — | — | — | <= 2 s per pass, backlog finished | yes |",
+		"expire versions: 10 batches, 10000 objects, first batch done at 1.20 s, last at 1.50 s",
+		"| the same set | yes |",
+		"| 8. compaction of 10,000 one-row fragments: peak RSS (VmHWM, fresh process; max over repetitions) | 100 MiB | 200 MiB (node + LanceDB, info) | — | — | < 256 MiB | yes |",
+		"| 1 fragment of 10,000 rows; LanceDB reads 10000 rows, digest 12345678 (generated rows: 12345678) | 1 fragment(s) | — | — | target size, LanceDB reads rows and digest | yes |",
+		"- a maintenance note",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("maintenance report lacks %q\n%s", want, md)
+		}
+	}
+	prev := filepath.Join(dir, "RESULTS.md")
+	write(prev, md)
+	// A run of the other section keeps this one, and the other way round.
+	both := report(mainRes, prev)
+	if !strings.Contains(both, "| 1. write new dataset, as shipped") || !strings.Contains(both, "| 6. cleanup of the 68,000-version backlog") ||
+		strings.Count(both, maintMarker) != 1 {
+		t.Fatalf("a main-only run did not keep the maintenance section:\n%s", both)
+	}
+	write(prev, both)
+	again := report(maintRes, prev)
+	if again != both {
+		t.Fatalf("a maintenance-only run changed the report:\n%s\nwant\n%s", again, both)
 	}
 }

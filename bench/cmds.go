@@ -42,7 +42,23 @@ Every command prints one JSON object on stdout.
   lancebench open         --uri DIR [--iters N]
   lancebench gen-versions --uri DIR [--versions N] [--fragments N]
   lancebench digest       --rows N [--batch N] [--seed S]
-  lancebench report       --in results.jsonl --meta meta.json   (markdown on stdout)
+  lancebench report       --in results.jsonl --meta meta.json [--previous RESULTS.md]
+                          (markdown on stdout; sections absent from the results are kept
+                          from --previous)
+
+Maintenance (issue 3):
+  lancebench gen-history  --uri DIR [--versions N] [--keys K] [--seed S] [--plain-store]
+  lancebench link         --from DIR --uri COPY    (hard-linked copy; the fixture stays intact)
+  lancebench cleanup      --uri COPY [--label L] [--faults latency=20ms] [--listing file|index] [--older-than 0s]
+                          [--retain-versions 1] [--delete-unverified] [--unverified-age D]
+                          [--verify-expired] [--max-objects N] [--max-passes N]
+                          [--delete-batch 1000] [--delete-concurrency 4]
+  lancebench compact      --uri COPY [--target-rows N] [--digest]
+  lancebench count        --uri DIR                (files by kind and a digest of their paths)
+
+gen-history builds a stats-shaped history of real commits once (upserts, appends,
+deletes, then a compaction) and reuses it when its DIR.build.json marker matches.
+cleanup runs passes until the backlog is gone (several with --max-objects).
 
 write generates every batch first and times lance.Write alone; with --stream it generates
 while writing (flat memory, time includes generation). peak_rss_bytes is VmHWM.
@@ -71,6 +87,23 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		fragments  = fset.Uint64("fragments", 0, "gen-versions: fragments of the latest version (default --versions)")
 		in         = fset.String("in", "", "report: results JSON lines")
 		meta       = fset.String("meta", "", "report: run metadata JSON")
+		previous   = fset.String("previous", "", "report: earlier RESULTS.md whose sections this run lacks are kept")
+		keys       = fset.Int("keys", DefaultHistoryKeys, "gen-history: experiments (rows) of the stats table")
+		plainStore = fset.Bool("plain-store", false, "gen-history: list _versions/ from disk on every commit (diagnosis)")
+		from       = fset.String("from", "", "link: fixture directory to copy")
+		label      = fset.String("label", "", "cleanup: name of the measurement (mode)")
+		faultSpec  = fset.String("faults", "", "cleanup: store faults, e.g. latency=20ms")
+		listing    = fset.String("listing", "file", "cleanup: file (FileStore lists directories) or index (in-memory listing; diagnosis)")
+		olderThan  = fset.Duration("older-than", 0, "cleanup: remove versions older than this")
+		retain     = fset.Int("retain-versions", 1, "cleanup: keep the newest N versions")
+		delUnver   = fset.Bool("delete-unverified", false, "cleanup: no age requirement for unreferenced files")
+		unverAge   = fset.Duration("unverified-age", 0, "cleanup: age of unreferenced files not proven garbage (0: lance default)")
+		verifyExp  = fset.Bool("verify-expired", false, "cleanup: read removed manifests as proof")
+		maxObjects = fset.Int("max-objects", 0, "cleanup: objects per pass (0: no limit)")
+		maxPasses  = fset.Int("max-passes", 1000, "cleanup: passes before giving up")
+		delBatch   = fset.Int("delete-batch", 1000, "cleanup: keys per batch delete")
+		delConc    = fset.Int("delete-concurrency", 4, "cleanup: batch deletes in flight")
+		targetRows = fset.Int64("target-rows", 0, "compact: target rows per fragment (0: Lance's default, 1,048,576)")
 		cpuprofile = fset.String("cpuprofile", "", "write a CPU profile of the command to this file")
 	)
 	if err := fset.Parse(rest); err != nil {
@@ -123,11 +156,37 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	case "digest":
 		res, err = GenDigest(*rows, *batch, uint32(*seed))
+	case "gen-history":
+		if err = needURI(); err == nil {
+			res, err = GenHistory(ctx, *uri, HistoryOptions{Versions: *versions, Keys: *keys, Seed: uint32(*seed), PlainStore: *plainStore, Progress: os.Stderr})
+		}
+	case "link":
+		if err = needURI(); err == nil {
+			if *from == "" {
+				return fmt.Errorf("%w: link needs --from", ErrUsage)
+			}
+			res, err = Link(*from, *uri)
+		}
+	case "cleanup":
+		if err = needURI(); err == nil {
+			o := CleanupBenchOptions{Faults: *faultSpec, Label: *label, MaxPasses: *maxPasses, Listing: *listing}
+			o.OlderThan, o.RetainVersions, o.DeleteUnverified, o.UnverifiedAge = *olderThan, *retain, *delUnver, *unverAge
+			o.VerifyExpired, o.MaxObjects, o.DeleteBatchSize, o.DeleteConcurrency = *verifyExp, *maxObjects, *delBatch, *delConc
+			res, err = CleanupBench(ctx, *uri, o)
+		}
+	case "compact":
+		if err = needURI(); err == nil {
+			res, err = CompactBench(ctx, *uri, *targetRows, *digest)
+		}
+	case "count":
+		if err = needURI(); err == nil {
+			res, err = CountObjects(*uri)
+		}
 	case "report":
 		if *in == "" || *meta == "" {
 			return fmt.Errorf("%w: report needs --in and --meta", ErrUsage)
 		}
-		return Report(*in, *meta, stdout)
+		return Report(*in, *meta, *previous, stdout)
 	default:
 		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, cmd, Usage)
 	}

@@ -5,4 +5,9 @@
 //
 // The data generator (gen.go) is a cross-language contract: the JS peer reimplements it
 // byte for byte, and Digest proves they agree.
+//
+// The maintenance benchmarks of issue 3 (history.go, maint.go) measure cleanup of a large
+// version backlog and compaction of many small fragments. Their fixtures are built once
+// under bench/out/ and every run works on a hard-linked copy (LinkTree), so cleanup never
+// destroys the fixture.
 package bench

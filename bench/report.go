@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,39 @@ type Result struct {
 	Version         uint64  `json:"version"`
 	PeakRSS         int64   `json:"peak_rss_bytes"`
 	Disk            int64   `json:"disk_bytes"`
+
+	// Maintenance results (maint-* benches, see maintReport).
+	Faults           string           `json:"faults"`
+	DeleteUnverified bool             `json:"delete_unverified"`
+	VerifyExpired    bool             `json:"verify_expired"`
+	MaxObjects       int              `json:"max_objects"`
+	Passes           int              `json:"passes"`
+	MaxPassSeconds   float64          `json:"max_pass_seconds"`
+	ObjectsPerS      float64          `json:"objects_per_s"`
+	Complete         bool             `json:"complete"`
+	Reclaimed        ObjectCounts     `json:"reclaimed"`
+	Before           ObjectCounts     `json:"before"`
+	After            ObjectCounts     `json:"after"`
+	Requests         map[string]int64 `json:"requests"`
+	Listing          string           `json:"listing"`
+	PassLog          []CleanupPass    `json:"pass_log"`
+	RowsAfter        int64            `json:"rows_after"`
+	FragmentsBefore  int              `json:"fragments_before"`
+	FragmentsAfter   int              `json:"fragments_after"`
+	FragmentRows     []int64          `json:"fragment_rows"`
+	TargetRows       int64            `json:"target_rows"`
+	TargetSized      bool             `json:"target_sized"`
+	Digest           string           `json:"digest"`
+	// gen-history
+	Versions     uint64         `json:"versions"`
+	Keys         int            `json:"keys"`
+	Ops          map[string]int `json:"ops"`
+	Objects      ObjectCounts   `json:"objects"`
+	BuildSeconds float64        `json:"build_seconds"`
+	CommitsPerS  float64        `json:"commits_per_s"`
+	Reused       bool           `json:"reused"`
+	BuiltAt      string         `json:"built_at"`
+	Store        string         `json:"store"`
 }
 
 // Meta describes the run; run.sh writes it as JSON.
@@ -56,6 +90,12 @@ type Meta struct {
 	Versions  int      `json:"versions"`
 	Seconds   float64  `json:"seconds"`
 	Notes     []string `json:"notes"`
+	// Load is the load-average line of the run.
+	Load string `json:"load"`
+	// Maintenance section parameters and notes.
+	HistoryVersions  int      `json:"history_versions"`
+	CompactFragments int      `json:"compact_fragments"`
+	MaintNotes       []string `json:"maint_notes"`
 }
 
 // metric extracts the compared figure of a result and the CPU time it cost.
@@ -146,8 +186,17 @@ func definitions(versions int) []benchDef {
 	}
 }
 
-// Report renders RESULTS.md from the results of a run and its metadata.
-func Report(resultsPath, metaPath string, w io.Writer) error {
+// maintMarker starts the maintenance section of RESULTS.md. A run that did not measure
+// one of the two sections keeps that section from the previous file, so running only
+// the maintenance benchmarks (or only the others) does not drop the rest.
+const maintMarker = "<!-- maintenance benchmarks (bench/run.sh; section kept when a run skips it) -->"
+
+// isMaint reports whether a result belongs to the maintenance section.
+func isMaint(r Result) bool { return strings.HasPrefix(r.Bench, "maint-") }
+
+// Report renders RESULTS.md from the results of a run and its metadata. previousPath,
+// when set and readable, supplies the sections the results do not cover.
+func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
 	mb, err := os.ReadFile(metaPath)
 	if err != nil {
 		return fmt.Errorf("read meta: %w", err)
@@ -160,8 +209,39 @@ func Report(resultsPath, metaPath string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var prevMain, prevMaint string
+	if previousPath != "" {
+		buf, err := os.ReadFile(previousPath)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("read previous report: %w", err)
+		}
+		prevMain = string(buf)
+		if i := strings.Index(prevMain, maintMarker); i >= 0 {
+			prevMain, prevMaint = prevMain[:i], prevMain[i:]
+		}
+	}
+	var mainRes, maintRes []Result
+	for _, r := range results {
+		if isMaint(r) {
+			maintRes = append(maintRes, r)
+		} else {
+			mainRes = append(mainRes, r)
+		}
+	}
 	var b bytes.Buffer
-	renderReport(&b, meta, results)
+	switch {
+	case len(mainRes) > 0 || strings.TrimSpace(prevMain) == "":
+		renderReport(&b, meta, mainRes)
+	default:
+		b.WriteString(strings.TrimRight(prevMain, "\n") + "\n")
+	}
+	switch {
+	case len(maintRes) > 0:
+		b.WriteString("\n" + maintMarker + "\n")
+		maintReport(&b, meta, maintRes)
+	case prevMaint != "":
+		b.WriteString("\n" + strings.TrimRight(prevMaint, "\n") + "\n")
+	}
 	_, err = w.Write(b.Bytes())
 	return err
 }

@@ -7,6 +7,9 @@
 //   node tests/interop/bench-peer.mjs scan   --uri DIR.lance [--columns a,b] [--digest]
 //   node tests/interop/bench-peer.mjs open   --uri DIR.lance [--iters N] [--mode fresh|reused]
 //   node tests/interop/bench-peer.mjs digest --rows N [--batch N] [--seed S]
+//   node tests/interop/bench-peer.mjs cleanup --uri DIR.lance [--delete-unverified] [--label L]
+//   node tests/interop/bench-peer.mjs compact --uri DIR.lance [--digest]
+//   node tests/interop/bench-peer.mjs count  --uri DIR.lance
 //
 // write: builds every batch and the Arrow IPC file first (gen_seconds), then times the native
 //   createTable call alone (data storage version 2.0, as lancectx writes). LanceDB's local store
@@ -19,6 +22,15 @@
 //   compete for the cores, unlike wall time.
 // open: connect + openTable + version(), iters times; --mode fresh uses a new connection with a new
 //   Session (cold caches) for every open, reused keeps one connection (and its caches).
+// cleanup: times tbl.optimize({cleanupOlderThan: new Date()}) (the only cleanup LanceDB's node API
+//   offers: optimize compacts, prunes old versions, then optimizes indices; on the history fixture the
+//   latest version is one fragment without deletions and there is no index, so only the prune does
+//   work: the output's compaction stats show it). Counts the table's files by kind before and after
+//   (as bench.CountObjects does, with the same digest of the sorted paths) so both sides can be shown
+//   to leave the same files.
+// compact: times tbl.optimize() (compaction to LanceDB's default target, then a prune of versions older
+//   than 7 days, which removes nothing from a fresh fixture); --digest scans and hashes the result
+//   afterwards. count: the file counts alone.
 
 import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
@@ -228,6 +240,9 @@ const flagsOf = {
   scan: { uri: true, columns: true, digest: false },
   open: { uri: true, iters: true, mode: true },
   digest: { rows: true, batch: true, seed: true },
+  cleanup: { uri: true, "delete-unverified": false, label: true },
+  compact: { uri: true, digest: false },
+  count: { uri: true },
 };
 
 function parseArgs(argv) {
@@ -289,6 +304,58 @@ function fsyncTree(dir) {
   const fd = openSync(dir, "r");
   fsyncSync(fd);
   closeSync(fd);
+}
+
+// countObjects mirrors bench.CountObjects: the regular files under dir by kind, their bytes, and an
+// FNV-1a digest of their sorted relative paths (one per line), equal on both sides for the same set.
+function countObjects(dir) {
+  const paths = [];
+  let bytes = 0;
+  const walk = (d, rel) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) walk(p, r);
+      else if (e.isFile()) {
+        paths.push(r);
+        bytes += statSync(p).size;
+      }
+    }
+  };
+  walk(dir, "");
+  paths.sort(); // ASCII names: UTF-16 order is byte order, as in Go
+  const c = { manifests: 0, transaction_files: 0, data_files: 0, deletion_files: 0, index_files: 0, other: 0, total: paths.length, bytes };
+  const d = new Digest();
+  const nl = new Uint8Array([10]);
+  for (const p of paths) {
+    if (p.startsWith("_versions/") && p.endsWith(".manifest")) c.manifests++;
+    else if (p.startsWith("_transactions/")) c.transaction_files++;
+    else if (p.startsWith("data/")) c.data_files++;
+    else if (p.startsWith("_deletions/")) c.deletion_files++;
+    else if (p.startsWith("_indices/")) c.index_files++;
+    else c.other++;
+    const b = Buffer.from(p, "utf8");
+    d.bytes(b, 0, b.length);
+    d.bytes(nl, 0, 1);
+  }
+  c.digest = d.sum();
+  return c;
+}
+
+function subCounts(a, b) {
+  const out = {};
+  for (const k of ["manifests", "transaction_files", "data_files", "deletion_files", "index_files", "other", "total", "bytes"]) out[k] = a[k] - b[k];
+  return out;
+}
+
+// digestTable scans every row of tbl and hashes it (bench schema), outside any timed part.
+async function digestTable(tbl) {
+  const d = new Digest();
+  const it = await tbl.inner.query().execute();
+  for (let buf = await it.next(); buf; buf = await it.next()) {
+    for (const b of arrow.tableFromIPC(buf).batches) d.add(b);
+  }
+  return { rows: d.rows, digest: d.sum() };
 }
 
 function median(sorted) {
@@ -444,6 +511,57 @@ async function run({ command, flags }) {
         cmd: "open", side: "lancedb", mode, version, iters, median_ms: median(lat), p10_ms: lat[Math.floor(iters / 10)],
         p90_ms: lat[Math.floor((iters * 9) / 10)], min_ms: lat[0], max_ms: lat[iters - 1], cpu_ms: (cpu.user + cpu.system) / 1000 / iters,
       };
+    }
+    case "count":
+      return { cmd: "count", ...countObjects(tableOf(flags.uri).abs) };
+    case "cleanup": {
+      const { dir, name, abs } = tableOf(flags.uri);
+      const deleteUnverified = !!flags["delete-unverified"];
+      const before = countObjects(abs);
+      const db = await lancedb.connect(dir);
+      const tbl = await db.openTable(name);
+      const version = await tbl.version();
+      const rows = await tbl.countRows();
+      const t0 = performance.now();
+      const c0 = process.cpuUsage();
+      const stats = await tbl.optimize({ cleanupOlderThan: new Date(), deleteUnverified });
+      const seconds = (performance.now() - t0) / 1000;
+      const cpu = process.cpuUsage(c0);
+      await tbl.checkoutLatest();
+      const versionAfter = await tbl.version();
+      const rowsAfter = await tbl.countRows();
+      const after = countObjects(abs);
+      const reclaimed = subCounts(before, after);
+      if (rowsAfter !== rows) throw new Error(`cleanup: ${rowsAfter} rows after, ${rows} before`);
+      return {
+        cmd: "cleanup", side: "lancedb", mode: flags.label ?? "local", delete_unverified: deleteUnverified, older_than: "0s (cleanupOlderThan: new Date())",
+        seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, objects_per_s: reclaimed.total / seconds, complete: true, passes: 1,
+        reclaimed, before, after, version, version_after: versionAfter, rows, rows_after: rowsAfter,
+        versions_removed: stats.prune.oldVersionsRemoved, bytes_removed: stats.prune.bytesRemoved, compaction: stats.compaction,
+        peak_rss_bytes: peakRSS(),
+      };
+    }
+    case "compact": {
+      const { dir, name } = tableOf(flags.uri);
+      const db = await lancedb.connect(dir);
+      const tbl = await db.openTable(name);
+      const rows = await tbl.countRows();
+      const fragmentsBefore = (await tbl.stats()).fragmentStats.numFragments;
+      const t0 = performance.now();
+      const c0 = process.cpuUsage();
+      const stats = await tbl.optimize();
+      const seconds = (performance.now() - t0) / 1000;
+      const cpu = process.cpuUsage(c0);
+      const peak = peakRSS();
+      const st = await tbl.stats();
+      const out = {
+        cmd: "compact", side: "lancedb", mode: "default-target", rows, fragments_before: fragmentsBefore, fragments_after: st.fragmentStats.numFragments,
+        fragments_added: stats.compaction.fragmentsAdded, fragments_removed: stats.compaction.fragmentsRemoved, rows_after: st.numRows,
+        seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, rows_per_s: rows / seconds, version: await tbl.version(), peak_rss_bytes: peak,
+      };
+      if (st.numRows !== rows) throw new Error(`compact: ${st.numRows} rows after, ${rows} before`);
+      if (flags.digest) out.digest = (await digestTable(tbl)).digest;
+      return out;
     }
   }
   throw new UsageError(`unknown command ${command}`);
