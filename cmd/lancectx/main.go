@@ -55,6 +55,7 @@ func newRootCmd() *cobra.Command {
 	store.register(root)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("LANCECTX_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LANCECTX_LOG_LEVEL)")
 	root.AddCommand(newDatasetCmd(store))
+	root.AddCommand(newWorkerCmd(store))
 	return root
 }
 

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/wal"
+	"github.com/lancectx/lancectx/worker"
+)
+
+// workerFlags are the settings of `lancectx worker`; every flag has an environment
+// variable (the reference system's name where it had one).
+type workerFlags struct {
+	dataDir         string
+	listen          string
+	workerID        string
+	sealBytes       workerBytes
+	sealInterval    time.Duration
+	groupCommit     workerBytes
+	inflight        int
+	pendingMax      int
+	mergeAfter      int
+	mergeMaxGens    int
+	mergeMaxBytes   workerBytes
+	mergeMaxRows    int64
+	mergeConc       int
+	mergeInterval   time.Duration
+	cacheCapacity   int
+	maxBody         workerBytes
+	maxRecords      int
+	maxPart         workerBytes
+	requestTimeout  time.Duration
+	flushTimeout    time.Duration
+	shutdownTimeout time.Duration
+
+	envErrs []error
+}
+
+func newWorkerCmd(store *storeFlags) *cobra.Command {
+	wf := &workerFlags{}
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run the data plane: the HTTP API of the rollout stores in a data directory",
+		Long: `Run a worker: rollout stores under --data-dir (one Lance dataset each, {name}.rollout.lance),
+appends made durable through this worker's WAL shard (UUIDv5 of --worker-id) and merged into the
+base tables in the background, reads from consistent snapshots. SIGTERM stops accepting requests,
+drains those in flight (up to --shutdown-timeout) and seals every open shard.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return wf.run(cmd.Context(), store)
+		},
+	}
+	wf.register(cmd.Flags())
+	return cmd
+}
+
+func (wf *workerFlags) register(f *pflag.FlagSet) {
+	host, _ := os.Hostname()
+	f.StringVar(&wf.dataDir, "data-dir", wf.envStr("./lance-data", "LANCECTX_DATA_DIR"),
+		"data directory URI: a path, file:///path, s3://bucket/prefix, az://container/prefix, mem:// (env LANCECTX_DATA_DIR)")
+	f.StringVar(&wf.listen, "listen", wf.envStr(":3000", "LANCECTX_LISTEN"), "HTTP listen address (env LANCECTX_LISTEN)")
+	f.StringVar(&wf.workerID, "worker-id", wf.envStr(host, "LANCECTX_WORKER_ID", "INSTANCE_ID"),
+		"stable worker identity, e.g. the StatefulSet pod name; its WAL shard in every dataset derives from it (env LANCECTX_WORKER_ID or INSTANCE_ID; default the hostname)")
+	wf.sealBytes = workerBytes(wf.envBytes(wal.DefaultSealBytes, "LANCECTX_WAL_SEAL_BYTES"))
+	f.Var(&wf.sealBytes, "wal-seal-bytes", "seal the memtable into a generation at this size, e.g. 8MiB (env LANCECTX_WAL_SEAL_BYTES)")
+	f.DurationVar(&wf.sealInterval, "wal-seal-interval", wf.envDuration(wal.DefaultSealInterval, "LANCECTX_WAL_SEAL_INTERVAL"),
+		"seal the memtable when its oldest row is this old: the longest time an acked row is invisible to other workers (env LANCECTX_WAL_SEAL_INTERVAL)")
+	wf.groupCommit = workerBytes(wf.envBytes(wal.DefaultGroupCommitMaxBytes, "LANCECTX_WAL_GROUP_COMMIT_BYTES"))
+	f.Var(&wf.groupCommit, "wal-group-commit-bytes", "largest WAL entry (one group commit) (env LANCECTX_WAL_GROUP_COMMIT_BYTES)")
+	f.IntVar(&wf.inflight, "wal-inflight-entries", wf.envInt(0, "LANCECTX_WAL_INFLIGHT_ENTRIES"),
+		"WAL entry puts in flight per shard; 0 = 1 on file:// and mem://, 4 on cloud stores (env LANCECTX_WAL_INFLIGHT_ENTRIES)")
+	f.IntVar(&wf.pendingMax, "wal-pending-max-generations", wf.envInt(wal.DefaultMaxPendingGenerations, "ROLLOUT_WAL_PENDING_MAX_GENERATIONS"),
+		"pending (sealed, unmerged) generations of a dataset at which appends get 503 with Retry-After (env ROLLOUT_WAL_PENDING_MAX_GENERATIONS)")
+	f.IntVar(&wf.mergeAfter, "merge-after-generations", wf.envInt(wal.DefaultMergeAfterGenerations, "ROLLOUT_MERGE_AFTER_GENERATIONS"),
+		"merge a store's own shard in the background once it has this many sealed generations; 0 = never (env ROLLOUT_MERGE_AFTER_GENERATIONS)")
+	f.IntVar(&wf.mergeMaxGens, "merge-max-generations", wf.envInt(wal.DefaultMergeMaxGenerations, "ROLLOUT_MERGE_MAX_GENERATIONS"),
+		"generations per merge pass (env ROLLOUT_MERGE_MAX_GENERATIONS)")
+	wf.mergeMaxBytes = workerBytes(wf.envBytes(wal.DefaultMergeMaxBytes, "ROLLOUT_MERGE_MAX_BYTES"))
+	f.Var(&wf.mergeMaxBytes, "merge-max-bytes", "generation bytes per merge pass (env ROLLOUT_MERGE_MAX_BYTES)")
+	f.Int64Var(&wf.mergeMaxRows, "merge-max-rows", int64(wf.envInt(wal.DefaultMergeMaxRows, "LANCECTX_MERGE_MAX_ROWS")),
+		"keys per merge pass, which is what a merge holds in memory (env LANCECTX_MERGE_MAX_ROWS)")
+	f.IntVar(&wf.mergeConc, "merge-concurrency", wf.envInt(worker.DefaultMergeConcurrency, "ROLLOUT_MERGE_CONCURRENCY"),
+		"merges running at once in this worker, background and requested (env ROLLOUT_MERGE_CONCURRENCY)")
+	f.DurationVar(&wf.mergeInterval, "merge-interval", wf.envDuration(worker.DefaultMergeInterval, "LANCECTX_MERGE_INTERVAL"),
+		"how often the merge loop looks for stores due for a merge (env LANCECTX_MERGE_INTERVAL)")
+	f.IntVar(&wf.cacheCapacity, "store-cache-capacity", wf.envInt(worker.DefaultStoreCacheCapacity, "LANCECTX_STORE_CACHE_CAPACITY", "ROLLOUT_CACHE_CAPACITY"),
+		"open stores (one WAL shard each) kept resident; the least recently used is sealed and closed beyond it (env LANCECTX_STORE_CACHE_CAPACITY or ROLLOUT_CACHE_CAPACITY)")
+	wf.maxBody = workerBytes(wf.envBytes(rollout.DefaultMaxBodyBytes, "LANCECTX_MAX_BODY_BYTES"))
+	f.Var(&wf.maxBody, "max-body-bytes", "largest append request body (env LANCECTX_MAX_BODY_BYTES)")
+	f.IntVar(&wf.maxRecords, "max-records", wf.envInt(rollout.DefaultMaxRecords, "LANCECTX_MAX_RECORDS"),
+		"most records in one append request (env LANCECTX_MAX_RECORDS)")
+	wf.maxPart = workerBytes(wf.envBytes(0, "LANCECTX_MAX_PART_BYTES"))
+	f.Var(&wf.maxPart, "max-part-bytes", "largest single payload; 0 = --max-body-bytes (env LANCECTX_MAX_PART_BYTES)")
+	f.DurationVar(&wf.requestTimeout, "request-timeout", wf.envDuration(worker.DefaultRequestTimeout, "LANCECTX_REQUEST_TIMEOUT"),
+		"deadline of a request that does not stream its answer (env LANCECTX_REQUEST_TIMEOUT)")
+	f.DurationVar(&wf.flushTimeout, "flush-timeout", wf.envDuration(worker.DefaultFlushTimeout, "LANCECTX_FLUSH_TIMEOUT"),
+		"how long ?flush=true waits for the seal (env LANCECTX_FLUSH_TIMEOUT)")
+	f.DurationVar(&wf.shutdownTimeout, "shutdown-timeout", wf.envDuration(30*time.Second, "LANCECTX_SHUTDOWN_TIMEOUT"),
+		"on SIGTERM, how long to drain requests and then to seal the open shards (env LANCECTX_SHUTDOWN_TIMEOUT)")
+}
+
+// validate checks what worker.New would silently default.
+func (wf *workerFlags) validate() error {
+	if len(wf.envErrs) > 0 {
+		return fmt.Errorf("environment: %w", errors.Join(wf.envErrs...))
+	}
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(strings.TrimSpace(wf.dataDir) != "", "--data-dir is required")
+	check(strings.TrimSpace(wf.workerID) != "", "--worker-id is required (no hostname to default to)")
+	check(wf.listen != "", "--listen is required")
+	check(wf.sealBytes > 0, "--wal-seal-bytes must be positive")
+	check(wf.sealInterval > 0, "--wal-seal-interval must be positive")
+	check(wf.groupCommit > 0, "--wal-group-commit-bytes must be positive")
+	check(wf.inflight >= 0, "--wal-inflight-entries must not be negative")
+	check(wf.pendingMax > 0, "--wal-pending-max-generations must be positive")
+	check(wf.mergeAfter >= 0, "--merge-after-generations must not be negative")
+	check(wf.mergeAfter == 0 || wf.mergeAfter < wf.pendingMax,
+		"--merge-after-generations (%d) must be below --wal-pending-max-generations (%d), or appends stop before merges start", wf.mergeAfter, wf.pendingMax)
+	check(wf.mergeMaxGens > 0, "--merge-max-generations must be positive")
+	check(wf.mergeMaxBytes > 0, "--merge-max-bytes must be positive")
+	check(wf.mergeMaxRows > 0, "--merge-max-rows must be positive")
+	check(wf.mergeConc > 0, "--merge-concurrency must be positive")
+	check(wf.mergeInterval > 0, "--merge-interval must be positive")
+	check(wf.cacheCapacity > 0, "--store-cache-capacity must be positive")
+	check(wf.maxBody > 0, "--max-body-bytes must be positive")
+	check(wf.maxRecords > 0, "--max-records must be positive")
+	check(wf.maxPart >= 0, "--max-part-bytes must not be negative")
+	check(wf.requestTimeout > 0, "--request-timeout must be positive")
+	check(wf.flushTimeout > 0, "--flush-timeout must be positive")
+	check(wf.shutdownTimeout > 0, "--shutdown-timeout must be positive")
+	return errors.Join(errs...)
+}
+
+func (wf *workerFlags) config(store *storeFlags) worker.Config {
+	mergeAfter := wf.mergeAfter
+	if mergeAfter == 0 {
+		mergeAfter = -1 // off, as in the reference (worker.Config reads 0 as the default)
+	}
+	return worker.Config{
+		DataDir:               wf.dataDir,
+		StoreConfig:           store.cfg,
+		WorkerID:              wf.workerID,
+		SealBytes:             int64(wf.sealBytes),
+		SealInterval:          wf.sealInterval,
+		GroupCommitMaxBytes:   int64(wf.groupCommit),
+		MaxInflightEntries:    wf.inflight,
+		MaxPendingGenerations: wf.pendingMax,
+		MergeAfterGenerations: mergeAfter,
+		Merge:                 wal.MergeOptions{MaxGenerations: wf.mergeMaxGens, MaxBytes: int64(wf.mergeMaxBytes), MaxRows: wf.mergeMaxRows},
+		MergeConcurrency:      wf.mergeConc,
+		MergeInterval:         wf.mergeInterval,
+		StoreCacheCapacity:    wf.cacheCapacity,
+		MaxBodyBytes:          int64(wf.maxBody),
+		MaxRecords:            wf.maxRecords,
+		MaxPartBytes:          int64(wf.maxPart),
+		RequestTimeout:        wf.requestTimeout,
+		FlushTimeout:          wf.flushTimeout,
+		CloseTimeout:          wf.shutdownTimeout,
+		Logger:                slog.Default(),
+	}
+}
+
+func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
+	if err := wf.validate(); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	cfg := wf.config(store)
+	log := slog.Default()
+	w, err := worker.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("worker: starting", append([]any{"listen", wf.listen, "shutdown_timeout", wf.shutdownTimeout.String()}, w.Config().Summary()...)...)
+	ln, err := net.Listen("tcp", wf.listen)
+	if err != nil {
+		_ = w.Close(context.Background())
+		return fmt.Errorf("listen on %s: %w", wf.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           w.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("worker: listening", "addr", ln.Addr().String())
+	select {
+	case err = <-serveErr:
+		log.Error("worker: HTTP server stopped", "err", err)
+	case <-ctx.Done():
+		log.Info("worker: shutting down: draining requests", "timeout", wf.shutdownTimeout.String())
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), wf.shutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		log.Warn("worker: requests still running at the drain deadline; closing their connections", "err", serr)
+		_ = srv.Close()
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), wf.shutdownTimeout)
+	defer ccancel()
+	if cerr := w.Close(cctx); cerr != nil {
+		log.Warn("worker: close", "err", cerr)
+	}
+	log.Info("worker: stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (wf *workerFlags) lookup(keys ...string) (string, string, bool) {
+	for _, k := range keys {
+		if v, ok := os.LookupEnv(k); ok && v != "" {
+			return k, v, true
+		}
+	}
+	return "", "", false
+}
+
+func (wf *workerFlags) envStr(def string, keys ...string) string {
+	if _, v, ok := wf.lookup(keys...); ok {
+		return v
+	}
+	return def
+}
+
+func (wf *workerFlags) envInt(def int, keys ...string) int {
+	k, v, ok := wf.lookup(keys...)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		wf.envErrs = append(wf.envErrs, fmt.Errorf("%s=%q is not an integer", k, v))
+		return def
+	}
+	return n
+}
+
+func (wf *workerFlags) envBytes(def int64, keys ...string) int64 {
+	k, v, ok := wf.lookup(keys...)
+	if !ok {
+		return def
+	}
+	n, err := parseWorkerBytes(v)
+	if err != nil {
+		wf.envErrs = append(wf.envErrs, fmt.Errorf("%s: %w", k, err))
+		return def
+	}
+	return n
+}
+
+func (wf *workerFlags) envDuration(def time.Duration, keys ...string) time.Duration {
+	k, v, ok := wf.lookup(keys...)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		// The reference's *_SECS style: a bare number of seconds.
+		if n, nerr := strconv.ParseFloat(strings.TrimSpace(v), 64); nerr == nil {
+			return time.Duration(n * float64(time.Second))
+		}
+		wf.envErrs = append(wf.envErrs, fmt.Errorf("%s=%q is not a duration (e.g. 2s, 500ms)", k, v))
+		return def
+	}
+	return d
+}
+
+// workerBytes is a byte size flag: a plain number of bytes or a number with a unit
+// (KiB, MiB, GiB, TiB; KB, MB, GB, TB are powers of ten).
+type workerBytes int64
+
+func (b *workerBytes) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *workerBytes) Type() string   { return "bytes" }
+func (b *workerBytes) Set(s string) error {
+	n, err := parseWorkerBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = workerBytes(n)
+	return nil
+}
+
+func parseWorkerBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a byte size (e.g. 8388608, 8MiB)", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,251 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/objstore/provider"
+	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/wal"
+)
+
+// Defaults of the worker's own settings (the WAL's come from package wal).
+const (
+	DefaultStoreCacheCapacity = 2000
+	DefaultMergeConcurrency   = 4
+	DefaultMergeInterval      = time.Second
+	DefaultRequestTimeout     = 60 * time.Second
+	DefaultStreamTimeout      = time.Hour
+	DefaultFlushTimeout       = 30 * time.Second
+	DefaultCloseTimeout       = 30 * time.Second
+)
+
+// Config configures a worker. The zero value of every field but DataDir (or Store)
+// means its default; a negative MergeAfterGenerations turns automatic merges off.
+type Config struct {
+	// DataDir is the URI of the data directory (file:///path, a local path, mem://,
+	// s3://bucket/prefix, az://container/prefix). Stores are {DataDir}/{name}.rollout.lance.
+	DataDir string
+	// Store, when set, is the data directory already opened (embedding, tests); the
+	// worker does not close it. Otherwise DataDir is opened with StoreConfig.
+	Store       objstore.Store
+	StoreConfig provider.Config
+	// WorkerID is the worker's stable identity (a StatefulSet pod name): its WAL shard
+	// in every dataset is wal.ShardIDFor(WorkerID). Required.
+	WorkerID string
+
+	// WAL settings (see wal.Options); zero means the wal package default, except
+	// MaxInflightEntries: 1 on file:// and mem://, 4 on cloud stores.
+	SealBytes             int64
+	SealInterval          time.Duration
+	GroupCommitMaxBytes   int64
+	MaxInflightEntries    int
+	MaxPendingGenerations int
+	RetireGrace           time.Duration
+
+	// MergeAfterGenerations merges a resident store's own shard in the background once
+	// it has this many sealed generations (0: wal.DefaultMergeAfterGenerations;
+	// negative: never, merges then come only from MergeWAL and the merge-wal route).
+	MergeAfterGenerations int
+	// Merge bounds each merge pass (zero fields: the wal defaults).
+	Merge wal.MergeOptions
+	// MergeConcurrency bounds merges running at once in the process, background and
+	// requested alike (default DefaultMergeConcurrency).
+	MergeConcurrency int
+	// MergeInterval is how often the merge loop looks at the resident stores.
+	MergeInterval time.Duration
+
+	// StoreCacheCapacity bounds the resident store handles (an open WAL shard each);
+	// the least recently used is closed (sealed) when a new one would pass it.
+	StoreCacheCapacity int
+
+	// Append limits (zero: the rollout package defaults).
+	MaxBodyBytes int64
+	MaxRecords   int
+	MaxPartBytes int64
+
+	// RequestTimeout bounds a request that does not stream its answer; StreamTimeout
+	// one that does (list pages, blobs, Arrow streams); FlushTimeout the seal wait of
+	// ?flush=true; CloseTimeout the seal of a store handle being closed (eviction).
+	RequestTimeout time.Duration
+	StreamTimeout  time.Duration
+	FlushTimeout   time.Duration
+	CloseTimeout   time.Duration
+
+	// Registerer receives the worker's, the WAL's and the object store's metrics and
+	// Gatherer serves them on /metrics. Both nil: a registry of the worker's own.
+	// Exactly one set: it must also implement the other interface (a *prometheus.Registry).
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+
+	Logger *slog.Logger
+	// Now is the clock of record timestamps (default time.Now).
+	Now func() time.Time
+}
+
+// withDefaults fills the zero fields and checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil && strings.TrimSpace(c.DataDir) == "" {
+		return c, errors.New("worker: Config.DataDir (or Store) is required")
+	}
+	if c.WorkerID == "" {
+		return c, errors.New("worker: Config.WorkerID is required")
+	}
+	if err := validateWorkerID(c.WorkerID); err != nil {
+		return c, err
+	}
+	if c.MaxInflightEntries <= 0 {
+		c.MaxInflightEntries = wal.DefaultMaxInflightEntries
+		if u, err := objstore.ParseURI(c.DataDir); err == nil && u.Scheme != "file" && u.Scheme != "mem" && u.Scheme != "" {
+			c.MaxInflightEntries = 4 // puts of 20-100 ms that do run in parallel
+		}
+	}
+	if c.SealBytes <= 0 {
+		c.SealBytes = wal.DefaultSealBytes
+	}
+	if c.SealInterval <= 0 {
+		c.SealInterval = wal.DefaultSealInterval
+	}
+	if c.GroupCommitMaxBytes <= 0 {
+		c.GroupCommitMaxBytes = wal.DefaultGroupCommitMaxBytes
+	}
+	if c.MaxPendingGenerations <= 0 {
+		c.MaxPendingGenerations = wal.DefaultMaxPendingGenerations
+	}
+	if c.RetireGrace <= 0 {
+		c.RetireGrace = wal.DefaultRetireGrace
+	}
+	if c.MergeAfterGenerations == 0 {
+		c.MergeAfterGenerations = wal.DefaultMergeAfterGenerations
+	}
+	if c.Merge.MaxGenerations <= 0 {
+		c.Merge.MaxGenerations = wal.DefaultMergeMaxGenerations
+	}
+	if c.Merge.MaxBytes <= 0 {
+		c.Merge.MaxBytes = wal.DefaultMergeMaxBytes
+	}
+	if c.Merge.MaxRows <= 0 {
+		c.Merge.MaxRows = wal.DefaultMergeMaxRows
+	}
+	if c.MergeConcurrency <= 0 {
+		c.MergeConcurrency = DefaultMergeConcurrency
+	}
+	if c.MergeInterval <= 0 {
+		c.MergeInterval = DefaultMergeInterval
+	}
+	if c.StoreCacheCapacity <= 0 {
+		c.StoreCacheCapacity = DefaultStoreCacheCapacity
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = rollout.DefaultMaxBodyBytes
+	}
+	if c.MaxRecords <= 0 {
+		c.MaxRecords = rollout.DefaultMaxRecords
+	}
+	if c.MaxPartBytes <= 0 || c.MaxPartBytes > c.MaxBodyBytes {
+		c.MaxPartBytes = c.MaxBodyBytes
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.StreamTimeout <= 0 {
+		c.StreamTimeout = DefaultStreamTimeout
+	}
+	if c.FlushTimeout <= 0 {
+		c.FlushTimeout = DefaultFlushTimeout
+	}
+	if c.CloseTimeout <= 0 {
+		c.CloseTimeout = DefaultCloseTimeout
+	}
+	if c.Registerer == nil && c.Gatherer == nil {
+		reg := prometheus.NewRegistry()
+		c.Registerer, c.Gatherer = reg, reg
+	} else if c.Registerer == nil || c.Gatherer == nil {
+		reg, ok := c.Registerer.(*prometheus.Registry)
+		if !ok {
+			reg, ok = c.Gatherer.(*prometheus.Registry)
+		}
+		if !ok {
+			return c, errors.New("worker: set both Config.Registerer and Config.Gatherer, or a *prometheus.Registry in one of them")
+		}
+		c.Registerer, c.Gatherer = reg, reg
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// validateWorkerID keeps the id printable: it names the shard's writer in every shard
+// manifest and log line.
+func validateWorkerID(id string) error {
+	if len(id) > 253 {
+		return fmt.Errorf("worker: worker id is %d bytes long; the limit is 253", len(id))
+	}
+	for _, r := range id {
+		if r < 0x21 || r == 0x7f {
+			return fmt.Errorf("worker: worker id %q contains a space or control character", id)
+		}
+	}
+	return nil
+}
+
+// Summary is the effective configuration as log attributes, with credentials in the
+// data directory URI masked: the worker prints it at start.
+func (c Config) Summary() []any {
+	return []any{
+		"data_dir", MaskURI(c.DataDir),
+		"worker_id", c.WorkerID,
+		"shard", wal.ShardIDFor(c.WorkerID),
+		"wal_seal_bytes", c.SealBytes,
+		"wal_seal_interval", c.SealInterval.String(),
+		"wal_group_commit_max_bytes", c.GroupCommitMaxBytes,
+		"wal_max_inflight_entries", c.MaxInflightEntries,
+		"wal_pending_max_generations", c.MaxPendingGenerations,
+		"wal_retire_grace", c.RetireGrace.String(),
+		"merge_after_generations", c.MergeAfterGenerations,
+		"merge_max_generations", c.Merge.MaxGenerations,
+		"merge_max_bytes", c.Merge.MaxBytes,
+		"merge_max_rows", c.Merge.MaxRows,
+		"merge_concurrency", c.MergeConcurrency,
+		"merge_interval", c.MergeInterval.String(),
+		"store_cache_capacity", c.StoreCacheCapacity,
+		"max_body_bytes", c.MaxBodyBytes,
+		"max_records", c.MaxRecords,
+		"max_part_bytes", c.MaxPartBytes,
+		"request_timeout", c.RequestTimeout.String(),
+		"stream_timeout", c.StreamTimeout.String(),
+		"flush_timeout", c.FlushTimeout.String(),
+		"close_timeout", c.CloseTimeout.String(),
+		"store_faults", c.StoreConfig.Faults,
+		"store_rate_limit", c.StoreConfig.RequestsPerSecond,
+		"store_concurrency", c.StoreConfig.MaxConcurrency,
+		"store_retries", c.StoreConfig.Retry.MaxAttempts,
+	}
+}
+
+// MaskURI hides what a URI may carry in credentials: the user info and the query
+// (an Azure SAS token, an S3 presigned signature).
+func MaskURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme == "" {
+		return uri
+	}
+	if u.User != nil {
+		u.User = url.User("***")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "***"
+	}
+	return u.String()
+}

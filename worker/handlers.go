@@ -1,0 +1,290 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/wal"
+)
+
+// fail renders err as the error envelope, turning the WAL's and the context's errors
+// into the statuses a client can act on.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	api.WriteErrorLog(w, s.log, s.toAPIError(r.Context(), err))
+}
+
+func (s *Server) toAPIError(ctx context.Context, err error) error {
+	if _, ok := api.AsError(err); ok {
+		return err
+	}
+	var bp *wal.BackpressureError
+	switch {
+	case errors.As(err, &bp):
+		s.met.backpressure.Inc()
+		return api.Overloaded(bp.RetryAfter, "appends are paused: %s (%d, cap %d); retry after %s",
+			bp.Reason, bp.Pending, bp.Max, bp.RetryAfter.Round(time.Second)).WithCause(err)
+	case errors.Is(err, wal.ErrInvalidBatch):
+		return api.InvalidRequest("%s", strings.TrimPrefix(err.Error(), "wal: ")).WithCause(err)
+	case errors.Is(err, wal.ErrSnapshotChanged), errors.Is(err, wal.ErrSnapshotStale):
+		return api.Overloaded(time.Second, "the store changed during the read (merges landing); retry the request").WithCause(err)
+	case errors.Is(err, wal.ErrFenced), errors.Is(err, wal.ErrShardFailed), errors.Is(err, wal.ErrClosed):
+		return api.Overloaded(time.Second, "the store's WAL shard is being reopened; retry the request").WithCause(err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return api.Overloaded(time.Second, "the request did not finish within its deadline; retry later").WithCause(err)
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		// The client went away; nobody reads this answer.
+		return api.Overloaded(time.Second, "request cancelled").WithCause(err)
+	}
+	return err
+}
+
+// storeURI is where a store's dataset lives, as clients and LanceDB address it.
+func (s *Server) storeURI(name string) string {
+	dir := s.registry.DatasetDir(name)
+	if s.cfg.DataDir == "" {
+		return dir
+	}
+	return strings.TrimRight(MaskURI(s.cfg.DataDir), "/") + "/" + dir
+}
+
+func (s *Server) datasetStore(name string) objstore.Store {
+	return objstore.Prefixed(s.data, s.registry.DatasetDir(name))
+}
+
+// pathName returns the validated {name} of the request path.
+func pathName(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	return name, api.ValidateName(name)
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateRolloutStoreRequest
+	if err := api.DecodeJSON(r, api.DefaultMaxBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := api.ValidateName(req.Name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.StorageOptions) > 0 {
+		// Per-store credentials would be used by this open only (the reference's quirk);
+		// the worker's data directory settings apply to every store.
+		s.fail(w, r, api.InvalidRequest("storage_options are not supported: every store uses the worker's data directory settings"))
+		return
+	}
+	info, err := s.createStore(r.Context(), req.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusCreated, info)
+}
+
+// createStore claims the name in the registry (exactly one concurrent creator
+// wins), then writes the empty base table. If the table cannot be written, the
+// entry and whatever was written are removed again.
+func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, error) {
+	st := s.datasetStore(name)
+	// A dataset at the store's place that the registry does not know is not ours to
+	// take over or to clean up (a crashed delete leaves its entry, so this is
+	// something else: another tool's table, an operator's copy).
+	if _, err := s.registry.Get(ctx, name); errors.Is(err, registry.ErrNotFound) {
+		if ds, err := lance.OpenStore(ctx, st); err == nil {
+			return api.StoreInfo{}, api.Conflict("a dataset (version %d) already exists at %s but is not a registered store; move it away first",
+				ds.Version(), s.registry.DatasetDir(name))
+		} else if !errors.Is(err, lance.ErrDatasetNotFound) {
+			return api.StoreInfo{}, err
+		}
+	}
+	if _, err := s.registry.Create(ctx, name, s.cfg.Now()); err != nil {
+		if errors.Is(err, registry.ErrExists) {
+			return api.StoreInfo{}, api.AlreadyExists("rollout store %q already exists", name).WithCause(err)
+		}
+		return api.StoreInfo{}, err
+	}
+	rdr, err := array.NewRecordReader(rollout.Schema(), nil)
+	if err == nil {
+		var ds *lance.Dataset
+		ds, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
+		rdr.Release()
+		if err == nil {
+			s.log.Info("worker: store created", "store", name, "version", ds.Version())
+			return api.StoreInfo{Name: name, URI: s.storeURI(name), Version: ds.Version()}, nil
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
+	defer cancel()
+	if derr := s.registry.Delete(cctx, name); derr != nil {
+		s.log.Error("worker: could not undo a failed store creation; delete the store to retry", "store", name,
+			"err", derr, "create_err", err)
+	}
+	return api.StoreInfo{}, fmt.Errorf("worker: create base table of %q: %w", name, err)
+}
+
+func (s *Server) handleListStores(w http.ResponseWriter, r *http.Request) {
+	names, err := s.registry.Names(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := api.ListStoresResponse{Stores: make([]api.StoreSummary, 0, len(names))}
+	for _, n := range names {
+		out.Stores = append(out.Stores, api.StoreSummary{Name: n, URI: s.storeURI(n)})
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.registry.Get(r.Context(), name); err != nil {
+		s.fail(w, r, s.stores.registryErr(name, err))
+		return
+	}
+	ds, err := lance.OpenStore(r.Context(), s.datasetStore(name))
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		err = api.NotFound("rollout store %q has no dataset yet (its creation has not completed)", name).WithCause(err)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, api.StoreInfo{Name: name, URI: s.storeURI(name), Version: ds.Version()})
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.stores.delete(r.Context(), name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("worker: store deleted", "store", name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	flush, err := api.QueryBool(r.URL.Query(), "flush", false)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	// Existence first (no write: an unknown store is refused before its body is read,
+	// and the store is opened only for a body that decoded).
+	if err := s.stores.known(ctx, name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	records, err := rollout.DecodeAppendRequest(r, rollout.DecodeOptions{MaxBodyBytes: s.cfg.MaxBodyBytes,
+		MaxRecords: s.cfg.MaxRecords, MaxPartBytes: s.cfg.MaxPartBytes, Now: s.cfg.Now})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp, err := s.Append(ctx, name, records, flush)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusCreated, resp)
+}
+
+// Append writes decoded records (rollout.DecodeAppendRequest, or records a Go caller
+// built and checked with rollout.ValidateRecords) durably to the store: it returns
+// once they are in a WAL object created with a conditional put. With flush, it also
+// waits (up to Config.FlushTimeout) until they are sealed into a generation every
+// reader sees.
+func (s *Server) Append(ctx context.Context, name string, records []rollout.AddRecord, flush bool) (api.AppendResponse, error) {
+	if err := api.ValidateName(name); err != nil {
+		return api.AppendResponse{}, err
+	}
+	if len(records) == 0 {
+		return api.AppendResponse{}, api.InvalidRequest("records is empty; send at least one record")
+	}
+	start := time.Now()
+	var version uint64
+	err := s.withShard(ctx, name, func(h *handle) error {
+		rec, err := rollout.ToBatch(records, h.shard.Schema())
+		if err != nil {
+			return err
+		}
+		defer rec.Release()
+		if _, err := h.shard.Append(ctx, rec); err != nil {
+			return err
+		}
+		if flush {
+			fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
+			defer cancel()
+			if err := h.shard.Flush(fctx); err != nil {
+				return fmt.Errorf("rows are durable but sealing them failed: %w", err)
+			}
+		}
+		version = h.baseVersion.Load()
+		return nil
+	})
+	if err != nil {
+		return api.AppendResponse{}, s.toAPIError(ctx, err)
+	}
+	fl := "false"
+	if flush {
+		fl = "true"
+		s.met.appendsFlushed.Inc()
+	}
+	s.met.appends.WithLabelValues(fl).Inc()
+	s.met.recordsAppended.Add(float64(len(records)))
+	s.met.appendDuration.WithLabelValues(fl).Observe(time.Since(start).Seconds())
+	ids := make([]string, len(records))
+	for i := range records {
+		ids[i] = records[i].ID
+	}
+	return api.AppendResponse{Version: version, IDs: ids, Count: len(records), Durable: true, Visible: flush}, nil
+}
+
+func (s *Server) handleMergeWAL(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	flush, err := api.QueryBool(r.URL.Query(), "flush", false)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.mergeWAL(r.Context(), name, flush)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	doc := api.OpenAPI()
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	_, _ = w.Write(doc)
+}

@@ -1,0 +1,220 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lancectx/lancectx/api"
+)
+
+// backgroundMergeTimeout bounds one background merge pass (a pass is bounded by the
+// merge caps; this only catches a wedged store).
+const backgroundMergeTimeout = 10 * time.Minute
+
+// healthIntervals is how many loop intervals without a successful pass make the
+// loop's health check fail.
+const healthIntervals = 3
+
+// loopStatus tracks the background loops for /api/v1/health and the loop metrics.
+type loopStatus struct {
+	now     func() time.Time
+	started time.Time
+
+	mu    sync.Mutex
+	loops map[string]*loopState
+}
+
+type loopState struct {
+	interval    time.Duration
+	lastSuccess time.Time
+	failures    int
+	lastErr     string
+}
+
+func newLoopStatus(now func() time.Time) *loopStatus {
+	return &loopStatus{now: now, started: now(), loops: map[string]*loopState{}}
+}
+
+func (l *loopStatus) register(name string, interval time.Duration) {
+	l.mu.Lock()
+	l.loops[name] = &loopState{interval: interval}
+	l.mu.Unlock()
+}
+
+// ok records a successful pass.
+func (s *Server) loopOK(name string) {
+	now := s.loops.now()
+	s.loops.mu.Lock()
+	st := s.loops.loops[name]
+	st.lastSuccess, st.failures, st.lastErr = now, 0, ""
+	s.loops.mu.Unlock()
+	s.met.loopLastSuccess.WithLabelValues(name).Set(float64(now.UnixNano()) / 1e9)
+	s.met.loopFailures.WithLabelValues(name).Set(0)
+}
+
+// loopFailed records a failed pass; failures, when positive, replaces the count
+// (a loop that reports another component's consecutive failures).
+func (s *Server) loopFailed(name string, failures int, err string) {
+	s.loops.mu.Lock()
+	st := s.loops.loops[name]
+	if failures > 0 {
+		st.failures = failures
+	} else {
+		st.failures++
+	}
+	st.lastErr = err
+	n := st.failures
+	s.loops.mu.Unlock()
+	s.met.loopFailures.WithLabelValues(name).Set(float64(n))
+}
+
+// checks reports every loop; one is failing when it has not succeeded within
+// healthIntervals intervals.
+func (l *loopStatus) checks() []api.HealthCheck {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := make([]string, 0, len(l.loops))
+	for n := range l.loops {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]api.HealthCheck, 0, len(names))
+	for _, n := range names {
+		st := l.loops[n]
+		c := api.HealthCheck{Name: n + "_loop", Status: api.HealthOK, ConsecutiveFailures: st.failures}
+		since := l.started
+		if !st.lastSuccess.IsZero() {
+			t := st.lastSuccess
+			c.LastSuccess = &t
+			since = t
+		}
+		if limit := healthIntervals * st.interval; now.Sub(since) > limit {
+			c.Status = api.HealthFailing
+			c.Message = fmt.Sprintf("no successful %s pass for %s (limit %s: %d intervals of %s)", n,
+				now.Sub(since).Round(time.Millisecond), limit, healthIntervals, st.interval)
+			if st.lastErr != "" {
+				c.Message += fmt.Sprintf("; %d consecutive failures, last: %s", st.failures, st.lastErr)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	resp := api.HealthResponse{Status: api.HealthOK, WorkerID: s.cfg.WorkerID, Checks: s.loops.checks()}
+	status := http.StatusOK
+	for _, c := range resp.Checks {
+		if c.Status != api.HealthOK {
+			resp.Status = api.HealthFailing
+			status = http.StatusServiceUnavailable
+		}
+	}
+	api.WriteJSON(w, status, resp)
+}
+
+// mergeLoop merges, every MergeInterval, the own shard of each resident store that
+// has MergeAfterGenerations sealed generations, at most MergeConcurrency at once
+// (slots shared with requested merges; a busy slot skips the store until the next
+// tick). It also watches the shards' sealers. A pass succeeds when no background
+// merge has failed since the last success, so a store whose merges keep failing
+// turns the health check red.
+func (s *Server) mergeLoop() {
+	defer close(s.loopDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // an interrupted merge is safe: it is redone by the next one
+		wg.Wait()
+	}()
+	var mu sync.Mutex
+	failures, lastErr, inflight := 0, "", 0
+	t := time.NewTicker(s.cfg.MergeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		due := 0
+		for _, h := range s.stores.each() {
+			st := h.shard.Stats()
+			if s.cfg.MergeAfterGenerations <= 0 || st.Fenced || st.PendingGenerations < int64(s.cfg.MergeAfterGenerations) {
+				s.stores.release(h)
+				continue
+			}
+			due++
+			if !h.merging.CompareAndSwap(false, true) {
+				s.stores.release(h)
+				continue
+			}
+			if !s.tryTakeSlot() {
+				h.merging.Store(false)
+				s.stores.release(h)
+				s.met.mergeSkipped.Inc()
+				continue
+			}
+			mu.Lock()
+			inflight++
+			mu.Unlock()
+			wg.Go(func() {
+				defer s.stores.release(h)
+				defer h.merging.Store(false)
+				defer s.freeSlot()
+				mctx, mcancel := context.WithTimeout(ctx, backgroundMergeTimeout)
+				_, err := s.mergeOnce(mctx, h, "background")
+				mcancel()
+				mu.Lock()
+				defer mu.Unlock()
+				inflight--
+				if err != nil && ctx.Err() == nil {
+					failures++
+					lastErr = err.Error()
+					s.log.Warn("worker: background merge failed", "store", h.name, "err", err, "consecutive_failures", failures)
+					if reopenable(err) {
+						s.stores.invalidate(h, err.Error())
+					}
+				} else if err == nil {
+					failures, lastErr = 0, ""
+				}
+			})
+		}
+		mu.Lock()
+		if due == 0 && inflight == 0 {
+			// Nothing is due any more (merged by a request, or the store went away).
+			failures, lastErr = 0, ""
+		}
+		if failures == 0 {
+			s.loopOK(loopMerge)
+		} else {
+			s.loopFailed(loopMerge, failures, lastErr)
+		}
+		mu.Unlock()
+		s.checkSealers()
+	}
+}
+
+// checkSealers reports the seal loops of the resident shards (they run inside the
+// WAL) as one loop: healthy when no shard has a failing sealer.
+func (s *Server) checkSealers() {
+	worst, why := int64(0), ""
+	for _, h := range s.stores.each() {
+		st := h.shard.Stats()
+		if st.SealConsecutiveFailures > worst {
+			worst = st.SealConsecutiveFailures
+			why = fmt.Sprintf("store %q: %s", h.name, st.LastSealError)
+		}
+		s.stores.release(h)
+	}
+	if worst == 0 {
+		s.loopOK(loopSeal)
+	} else {
+		s.loopFailed(loopSeal, int(worst), why)
+	}
+}

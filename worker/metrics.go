@@ -1,0 +1,135 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the worker's own series (the WAL's and the object store's are
+// registered by their packages). No series is labelled by store name: there may be
+// hundreds of thousands of stores, so per-store numbers go to logs.
+type metrics struct {
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+
+	appends          *prometheus.CounterVec
+	recordsAppended  prometheus.Counter
+	appendsFlushed   prometheus.Counter
+	appendDuration   *prometheus.HistogramVec
+	appendRetries    prometheus.Counter
+	backpressure     prometheus.Counter
+	cacheHits        prometheus.Counter
+	cacheMisses      prometheus.Counter
+	storeOpens       *prometheus.CounterVec
+	storeCloses      *prometheus.CounterVec
+	mergeRequests    *prometheus.HistogramVec
+	mergeOutcomes    *prometheus.CounterVec
+	mergeReclaimed   *prometheus.CounterVec
+	mergeSkipped     prometheus.Counter
+	mergeSlotWait    prometheus.Histogram
+	loopLastSuccess  *prometheus.GaugeVec
+	loopFailures     *prometheus.GaugeVec
+	snapshotRetries  prometheus.Counter
+	streamsAborted   *prometheus.CounterVec
+	requestsInFlight prometheus.Gauge
+}
+
+// Loop names, the label of the loop metrics and the names of the health checks.
+const (
+	loopMerge = "merge"
+	loopSeal  = "seal"
+)
+
+func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
+	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	slow := []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	m := &metrics{
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_requests_total",
+			Help: "HTTP requests by method, route template and status."}, []string{"method", "route", "status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "http_request_duration_seconds",
+			Help: "HTTP request time (until the handler returned) by method, route template and status.", Buckets: latency},
+			[]string{"method", "route", "status"}),
+		appends: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_appends_total",
+			Help: "Append requests acknowledged (201), by whether they asked for ?flush=true."}, []string{"flush"}),
+		recordsAppended: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_records_appended_total",
+			Help: "Records acknowledged durably by append requests."}),
+		appendsFlushed: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_appends_flushed_total",
+			Help: "Append requests whose rows were sealed (visible to every reader) before the answer."}),
+		appendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rollout_add_request_duration_seconds",
+			Help: "Store work of an acknowledged append request (batch build, durable WAL write, flush), by flush.", Buckets: latency},
+			[]string{"flush"}),
+		appendRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_append_reopen_retries_total",
+			Help: "Appends retried once on a reopened shard after the shard was fenced or had failed."}),
+		backpressure: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_appends_refused_backpressure_total",
+			Help: "Append requests refused with 503 because pending generations (or unsealed bytes) reached their cap."}),
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_store_cache_hits_total",
+			Help: "Store lookups served by a resident handle."}),
+		cacheMisses: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_store_cache_misses_total",
+			Help: "Store lookups that had to open the store (registry check, schema check, WAL shard open)."}),
+		storeOpens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_store_opens_total",
+			Help: "Store handle opens by result (ok, not_found, error)."}, []string{"result"}),
+		storeCloses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_store_closes_total",
+			Help: "Store handles closed, by reason (evicted, invalidated, deleted, shutdown) and result (ok, error)."},
+			[]string{"reason", "result"}),
+		mergeRequests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rollout_wal_merge_request_duration_seconds",
+			Help: "Merge passes run by the worker (flush included for requested ones), by trigger (request, background).", Buckets: slow},
+			[]string{"trigger"}),
+		mergeOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_wal_cleanup_total",
+			Help: "Merge passes by result (merged, noop, failed, timeout) and kind."}, []string{"result", "kind"}),
+		mergeReclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_wal_generations_reclaimed_total",
+			Help: "Sealed generations merged into base tables by this worker, by kind."}, []string{"kind"}),
+		mergeSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_self_merge_skipped_total",
+			Help: "Background merges skipped because every merge slot was busy."}),
+		mergeSlotWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rollout_wal_merge_slot_wait_seconds",
+			Help: "Time a requested merge waited for a merge slot.", Buckets: latency}),
+		loopLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "worker_loop_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful pass of each background loop (0: none yet)."}, []string{"loop"}),
+		loopFailures: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "worker_loop_consecutive_failures",
+			Help: "Failed passes of each background loop since its last success."}, []string{"loop"}),
+		snapshotRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_read_snapshot_retries_total",
+			Help: "Reads retried on a new snapshot because a generation of the first one was gone."}),
+		streamsAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_read_streams_aborted_total",
+			Help: "Streamed read responses cut off by an error after the status was sent, by route kind (list, arrow)."},
+			[]string{"kind"}),
+		requestsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_requests_in_flight",
+			Help: "HTTP requests being served."}),
+	}
+	for _, f := range []string{"true", "false"} {
+		m.appends.WithLabelValues(f)
+		m.appendDuration.WithLabelValues(f)
+	}
+	for _, r := range []string{"ok", "not_found", "error"} {
+		m.storeOpens.WithLabelValues(r)
+	}
+	for _, t := range []string{"request", "background"} {
+		m.mergeRequests.WithLabelValues(t)
+	}
+	for _, r := range []string{"merged", "noop", "failed", "timeout"} {
+		m.mergeOutcomes.WithLabelValues(r, "rollout")
+	}
+	m.mergeReclaimed.WithLabelValues("rollout")
+	for _, l := range []string{loopMerge, loopSeal} {
+		m.loopLastSuccess.WithLabelValues(l)
+		m.loopFailures.WithLabelValues(l)
+	}
+	for _, k := range []string{"list", "arrow", "blob"} {
+		m.streamsAborted.WithLabelValues(k)
+	}
+	reg.MustRegister(m.httpRequests, m.httpDuration, m.appends, m.recordsAppended, m.appendsFlushed, m.appendDuration,
+		m.appendRetries, m.backpressure, m.cacheHits, m.cacheMisses, m.storeOpens, m.storeCloses, m.mergeRequests,
+		m.mergeOutcomes, m.mergeReclaimed, m.mergeSkipped, m.mergeSlotWait, m.loopLastSuccess, m.loopFailures,
+		m.snapshotRetries, m.streamsAborted, m.requestsInFlight)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_stores_resident",
+		Help: "Store handles open in this worker (each holds a WAL shard)."},
+		func() float64 { return float64(s.stores.resident()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_backpressure_headroom_generations",
+		Help: "Smallest distance, in pending generations, between a resident store and the cap at which its appends get 503 " +
+			"(the cap itself when no store is resident; 0 means appends are being refused)."},
+		func() float64 { return float64(s.headroom()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_backpressure_cap_generations",
+		Help: "Pending generations of a dataset at which its appends get 503 (ROLLOUT_WAL_PENDING_MAX_GENERATIONS)."},
+		func() float64 { return float64(s.cfg.MaxPendingGenerations) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_merge_slots_busy",
+		Help: "Merge slots in use (ROLLOUT_MERGE_CONCURRENCY is the total)."},
+		func() float64 { return float64(len(s.mergeSlots)) }))
+	return m
+}

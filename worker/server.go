@@ -1,0 +1,434 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/objstore/provider"
+	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/wal"
+)
+
+// registryKind is the registry kind (and dataset suffix) of rollout stores.
+const registryKind = "rollout"
+
+// Server is one worker: the HTTP data plane of the rollout stores in a data
+// directory, their WAL shards and the background merge loop. It is safe for
+// concurrent use; Handler may be mounted in any http.Server (or several).
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	data     objstore.Store
+	ownData  bool
+	registry *registry.Registry
+	walMet   *wal.Metrics
+	met      *metrics
+	stores   *stores
+	handler  http.Handler
+
+	// mergeSlots bounds merges running at once (background and requested).
+	mergeSlots chan struct{}
+	loops      *loopStatus
+
+	stop      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the data directory, registers the metrics and starts the background
+// merge loop. Stores are opened lazily by the requests that use them.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("worker_id", cfg.WorkerID), data: cfg.Store,
+		mergeSlots: make(chan struct{}, cfg.MergeConcurrency), stop: make(chan struct{}), loopDone: make(chan struct{})}
+	if s.data == nil {
+		pc := cfg.StoreConfig
+		if pc.Metrics == nil {
+			pc.Metrics = objstore.NewMetrics(cfg.Registerer)
+			pc.Label = "data"
+		}
+		if s.data, err = provider.Open(ctx, cfg.DataDir, pc); err != nil {
+			return nil, fmt.Errorf("worker: open data dir %s: %w", MaskURI(cfg.DataDir), err)
+		}
+		s.ownData = true
+	}
+	s.registry = registry.New(s.data, registryKind)
+	s.walMet = wal.NewMetrics(cfg.Registerer)
+	s.stores = newStores(s)
+	s.loops = newLoopStatus(cfg.Now)
+	s.loops.register(loopMerge, cfg.MergeInterval)
+	s.loops.register(loopSeal, cfg.MergeInterval)
+	s.met = newMetrics(cfg.Registerer, s)
+	s.handler = s.routes()
+	go s.mergeLoop()
+	return s, nil
+}
+
+// Config is the effective configuration (defaults filled in).
+func (s *Server) Config() Config { return s.cfg }
+
+// Handler is the worker's HTTP API (api.Routes()), /metrics included.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close stops the merge loop and closes every store handle, which seals each
+// shard's unsealed rows (bounded by ctx; rows left unsealed are replayed from the WAL
+// on the next open). Requests should be drained first (http.Server.Shutdown).
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		select {
+		case <-s.loopDone:
+		case <-ctx.Done():
+		}
+		s.stores.shutdown(ctx)
+		if s.ownData {
+			s.closeErr = s.data.Close()
+		}
+		s.log.Info("worker: closed")
+	})
+	return s.closeErr
+}
+
+// MergeWAL merges this worker's sealed generations of the store into the base table:
+// one bounded pass (Config.Merge), waiting for a merge slot. Rows not sealed yet wait
+// for the next seal (Config.SealInterval at the latest); Flush seals them now. It is
+// what POST /api/v1/internal/merge-wal/{name} runs, for callers in the same process
+// (lancectx serve). Errors are *api.Error values with the status the route would
+// answer (unknown store: 404; retryable: 503).
+func (s *Server) MergeWAL(ctx context.Context, name string) (api.MergeWALResponse, error) {
+	return s.mergeWAL(ctx, name, false)
+}
+
+// Flush seals this worker's unsealed rows of the store into a generation, so that
+// every reader (any worker) sees them and the next merge takes them; it waits up to
+// Config.FlushTimeout.
+func (s *Server) Flush(ctx context.Context, name string) error {
+	if err := api.ValidateName(name); err != nil {
+		return err
+	}
+	err := s.withShard(ctx, name, func(h *handle) error {
+		fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
+		defer cancel()
+		return h.shard.Flush(fctx)
+	})
+	return s.toAPIError(ctx, err)
+}
+
+// mergeWAL is MergeWAL, sealing the unsealed rows first when flush is set (the
+// merge-wal route's ?flush=true).
+func (s *Server) mergeWAL(ctx context.Context, name string, flush bool) (api.MergeWALResponse, error) {
+	if err := api.ValidateName(name); err != nil {
+		return api.MergeWALResponse{}, err
+	}
+	var out api.MergeWALResponse
+	err := s.withShard(ctx, name, func(h *handle) error {
+		if flush {
+			fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
+			err := h.shard.Flush(fctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("seal before merge: %w", err)
+			}
+		}
+		start := time.Now()
+		if err := s.takeSlot(ctx); err != nil {
+			return err
+		}
+		defer s.freeSlot()
+		s.met.mergeSlotWait.Observe(time.Since(start).Seconds())
+		res, err := s.mergeOnce(ctx, h, "request")
+		if err != nil {
+			return err
+		}
+		out = api.MergeWALResponse{Reclaimed: res.Generations, Rows: res.Rows, Pending: res.Pending, Version: res.Version}
+		return nil
+	})
+	return out, s.toAPIError(ctx, err)
+}
+
+// mergeOnce runs one merge pass of h's shard (the caller holds a slot).
+func (s *Server) mergeOnce(ctx context.Context, h *handle, trigger string) (wal.MergeResult, error) {
+	start := time.Now()
+	res, err := h.shard.Merge(ctx, s.cfg.Merge)
+	if res.Version > 0 {
+		h.noteVersion(res.Version)
+	}
+	if res.Generations > 0 {
+		s.met.mergeReclaimed.WithLabelValues(registryKind).Add(float64(res.Generations))
+	}
+	switch {
+	case err != nil && errors.Is(err, context.DeadlineExceeded):
+		s.met.mergeOutcomes.WithLabelValues("timeout", registryKind).Inc()
+	case err != nil:
+		s.met.mergeOutcomes.WithLabelValues("failed", registryKind).Inc()
+	case res.Generations == 0:
+		s.met.mergeOutcomes.WithLabelValues("noop", registryKind).Inc()
+	default:
+		s.met.mergeOutcomes.WithLabelValues("merged", registryKind).Inc()
+	}
+	if err != nil {
+		return res, fmt.Errorf("merge store %q: %w", h.name, err)
+	}
+	s.met.mergeRequests.WithLabelValues(trigger).Observe(time.Since(start).Seconds())
+	if res.Generations > 0 {
+		s.log.Info("worker: merged WAL generations", "store", h.name, "trigger", trigger, "generations", res.Generations,
+			"rows", res.Rows, "duplicates_deleted", res.DuplicatesDeleted, "version", res.Version, "pending", res.Pending,
+			"seconds", time.Since(start).Seconds())
+	}
+	return res, nil
+}
+
+func (s *Server) takeSlot(ctx context.Context) error {
+	select {
+	case s.mergeSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stop:
+		return errShuttingDown
+	}
+}
+
+func (s *Server) tryTakeSlot() bool {
+	select {
+	case s.mergeSlots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) freeSlot() { <-s.mergeSlots }
+
+// withShard runs f on the store's handle. When the shard turns out to be fenced (a
+// newer writer claimed it), failed (a WAL write's fate is unknown) or closed under
+// it (eviction, deletion), the handle is dropped, the store reopened (which replays
+// and claims a new epoch) and f retried once.
+func (s *Server) withShard(ctx context.Context, name string, f func(h *handle) error) error {
+	for attempt := 0; ; attempt++ {
+		h, err := s.stores.acquire(ctx, name)
+		if err != nil {
+			return err
+		}
+		err = f(h)
+		if err != nil && attempt == 0 && reopenable(err) {
+			s.stores.invalidate(h, err.Error())
+			s.stores.release(h)
+			s.met.appendRetries.Inc()
+			continue
+		}
+		s.stores.release(h)
+		return err
+	}
+}
+
+// reopenable errors are cured by reopening the shard.
+func reopenable(err error) bool {
+	var cut *errStreamCut
+	if errors.As(err, &cut) {
+		return false // part of the answer is out: no retry
+	}
+	return errors.Is(err, wal.ErrFenced) || errors.Is(err, wal.ErrShardFailed) || errors.Is(err, wal.ErrClosed)
+}
+
+// headroom is the smallest distance to the pending-generation cap among the
+// resident stores (memory only).
+func (s *Server) headroom() int64 {
+	hs := s.stores.each()
+	defer func() {
+		for _, h := range hs {
+			s.stores.release(h)
+		}
+	}()
+	best := int64(s.cfg.MaxPendingGenerations)
+	for _, h := range hs {
+		st := h.shard.Stats()
+		best = min(best, max(int64(st.MaxPendingGenerations)-st.DatasetPending, 0))
+	}
+	return best
+}
+
+// routes builds the mux: every api.Routes() entry, JSON 405s for known paths with
+// another method, and a JSON 404 for everything else.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	type route struct {
+		pattern string
+		stream  bool
+		h       http.HandlerFunc
+	}
+	rs := []route{
+		{"POST /api/v1/rollouts", false, s.handleCreate},
+		{"GET /api/v1/rollouts", false, s.handleListStores},
+		{"GET /api/v1/rollouts/{name}", false, s.handleDescribe},
+		{"DELETE /api/v1/rollouts/{name}", false, s.handleDelete},
+		{"POST /api/v1/rollouts/{name}/records", false, s.handleAppend},
+		{"GET /api/v1/rollouts/{name}/records", true, s.handleList},
+		{"GET /api/v1/rollouts/{name}/records/{id}", false, s.handleGet},
+		{"GET /api/v1/rollouts/{name}/records/{id}/blob", true, s.handleBlob},
+		{"GET /api/v1/rollouts/{name}/arrow", true, s.handleArrow},
+		{"POST /api/v1/internal/merge-wal/{name}", false, s.handleMergeWAL},
+		{"GET /api/v1/health", false, s.handleHealth},
+		{"GET /api/v1/openapi.json", false, s.handleOpenAPI},
+	}
+	allowed := map[string][]string{}
+	var paths []string
+	for _, r := range rs {
+		method, path, _ := strings.Cut(r.pattern, " ")
+		timeout := s.cfg.RequestTimeout
+		if r.stream {
+			timeout = s.cfg.StreamTimeout
+		}
+		mux.Handle(r.pattern, withTimeout(timeout, r.h))
+		if _, ok := allowed[path]; !ok {
+			paths = append(paths, path)
+		}
+		allowed[path] = append(allowed[path], method)
+	}
+	metricsHandler := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.log}})
+	mux.Handle("GET /metrics", metricsHandler)
+	allowed["/metrics"] = []string{"GET"}
+	paths = append(paths, "/metrics")
+	for _, p := range paths {
+		allow := strings.Join(allowed[p], ", ")
+		if slices.Contains(allowed[p], "GET") {
+			allow += ", HEAD"
+		}
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			api.WriteError(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: api.CodeInvalidRequest,
+				Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, p, allow)})
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, api.NotFound("no route for %s %s", r.Method, truncate(r.URL.Path, 200)))
+	})
+	return s.instrument(mux)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:n]) + "..."
+}
+
+// withTimeout gives the request context a deadline.
+func withTimeout(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// statusWriter records the status and size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush lets streaming handlers push bytes out (http.NewResponseController).
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument wraps the mux with metrics (route template labels), access logs at
+// debug level and panic recovery.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		s.met.requestsInFlight.Inc()
+		defer func() {
+			s.met.requestsInFlight.Dec()
+			rec := recover()
+			if rec != nil && rec != http.ErrAbortHandler {
+				s.log.Error("worker: handler panicked", "method", r.Method, "path", r.URL.Path, "panic", rec)
+				if sw.status == 0 {
+					api.WriteError(sw, api.Internal("internal error"))
+				}
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			if rec == http.ErrAbortHandler {
+				status = 0 // cut off mid-stream
+			}
+			route := routeLabel(r.Pattern)
+			code := strconv.Itoa(status)
+			d := time.Since(start)
+			s.met.httpRequests.WithLabelValues(r.Method, route, code).Inc()
+			s.met.httpDuration.WithLabelValues(r.Method, route, code).Observe(d.Seconds())
+			if s.log.Enabled(r.Context(), slog.LevelDebug) {
+				s.log.Debug("http request", "method", r.Method, "route", route, "path", r.URL.Path, "status", status,
+					"bytes", sw.bytes, "seconds", d.Seconds(), "remote", r.RemoteAddr)
+			}
+			if rec == http.ErrAbortHandler {
+				panic(rec)
+			}
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// routeLabel turns a ServeMux pattern into the route label: the path template
+// without the method; unmatched requests share one label (no cardinality from
+// arbitrary paths).
+func routeLabel(pattern string) string {
+	_, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		path = pattern
+	}
+	if path == "" || path == "/" {
+		return "unmatched"
+	}
+	return path
+}
+
+// slogPrinter adapts slog to promhttp's error log.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.log.Warn("worker: metrics", "err", fmt.Sprint(v...)) }
