@@ -58,8 +58,8 @@ func decodeDeletionFile(path string, typ tablepb.DeletionFile_DeletionFileType, 
 	if len(buf) > maxDeletionFileBytes {
 		return nil, corruptf(path, "deletion file of %d bytes is over the limit", len(buf))
 	}
-	// The Arrow IPC and roaring decoders are third-party code fed with bytes from
-	// storage; a panic there must not take the process down.
+	// The roaring decoder is third-party code fed with bytes from storage; a panic there
+	// must not take the process down (the Arrow form has its own bounds-checked reader).
 	defer func() {
 		if r := recover(); r != nil {
 			bm, err = nil, corruptf(path, "decode deletion file: %v", r)
@@ -77,34 +77,6 @@ func decodeDeletionFile(path string, typ tablepb.DeletionFile_DeletionFileType, 
 	default:
 		return nil, corruptf(path, "unknown deletion file type %d", typ)
 	}
-}
-
-func decodeArrowDeletions(path string, buf []byte) (*roaring.Bitmap, error) {
-	rd, err := ipc.NewFileReader(bytes.NewReader(buf), ipc.WithAllocator(memory.DefaultAllocator))
-	if err != nil {
-		return nil, corruptf(path, "open arrow deletion file: %v", err)
-	}
-	defer rd.Close()
-	s := rd.Schema()
-	if s.NumFields() != 1 || s.Field(0).Name != "row_id" || s.Field(0).Type.ID() != arrow.UINT32 {
-		return nil, corruptf(path, "deletion file schema is %s, want row_id: uint32", s)
-	}
-	bm := roaring.New()
-	for i := 0; i < rd.NumRecords(); i++ {
-		rec, err := rd.RecordBatch(i)
-		if err != nil {
-			return nil, corruptf(path, "read deletion batch %d: %v", i, err)
-		}
-		col, ok := rec.Column(0).(*array.Uint32)
-		if !ok {
-			return nil, corruptf(path, "deletion column is %T", rec.Column(0))
-		}
-		if col.NullN() > 0 {
-			return nil, corruptf(path, "deletion file has null row ids")
-		}
-		bm.AddMany(col.Uint32Values())
-	}
-	return bm, nil
 }
 
 // encodeDeletionFile serializes deleted offsets in the form Lance would choose.

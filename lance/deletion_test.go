@@ -2,6 +2,7 @@ package lance
 
 import (
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -36,7 +37,26 @@ func TestDeletionFileFormsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeLanceDBDeletionFile reads a deletion file written by LanceDB 0.31 (arrow-rs:
+// stream aligned to 64 bytes, ZSTD body compression) for a delete of ids 0..9.
+func TestDecodeLanceDBDeletionFile(t *testing.T) {
+	buf, err := os.ReadFile("testdata/deletion/lancedb-0.31.arrow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm, err := decodeDeletionFile("x", tablepb.DeletionFile_ARROW_ARRAY, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bm.ToArray(); len(got) != 10 || got[0] != 0 || got[9] != 9 {
+		t.Fatalf("deleted rows %v", got)
+	}
+}
+
 func FuzzDecodeDeletionFile(f *testing.F) {
+	if lancedb, err := os.ReadFile("testdata/deletion/lancedb-0.31.arrow"); err == nil {
+		f.Add(uint8(0), lancedb)
+	}
 	small := roaring.BitmapOf(1, 5, 9)
 	_, arrowBuf, _ := encodeDeletionFile(small)
 	large := roaring.New()
