@@ -52,6 +52,30 @@ type Loops struct {
 	metrics *loopMetrics
 	mu      sync.Mutex // guards loops (registration only; never held while a pass runs)
 	loops   []*loopState
+	// observer, when set, hears of every finished pass (tests and benchmarks measure
+	// the gaps between passes with it).
+	observer atomic.Pointer[func(LoopPass)]
+}
+
+// LoopPass describes one finished pass of a loop.
+type LoopPass struct {
+	Loop  string
+	Start time.Time
+	End   time.Time
+	// Result is "success", "failure", "timeout", or "abandoned" (the loop's context
+	// ended: shutdown or lost leadership).
+	Result string
+	Err    error
+}
+
+// SetObserver installs f to be called (synchronously, from the loop's goroutine) after
+// every pass of every loop.
+func (ls *Loops) SetObserver(f func(LoopPass)) { ls.observer.Store(&f) }
+
+func (ls *Loops) notify(p LoopPass) {
+	if f := ls.observer.Load(); f != nil && *f != nil {
+		(*f)(p)
+	}
 }
 
 type loopMetrics struct {
@@ -175,9 +199,11 @@ func (ls *Loops) pass(ctx context.Context, st *loopState) {
 	d := time.Since(start)
 	ls.metrics.duration.WithLabelValues(st.Name).Observe(d.Seconds())
 	if ctx.Err() != nil && err != nil {
+		ls.notify(LoopPass{Loop: st.Name, Start: start, End: time.Now(), Result: "abandoned", Err: err})
 		return // shutting down or lost leadership: not a failure of the loop
 	}
 	if err == nil {
+		defer ls.notify(LoopPass{Loop: st.Name, Start: start, End: time.Now(), Result: "success"})
 		st.lastSuccess.Store(time.Now().UnixNano())
 		st.consecutive.Store(0)
 		ls.metrics.lastSuccess.WithLabelValues(st.Name).Set(float64(time.Now().Unix()))
@@ -197,6 +223,7 @@ func (ls *Loops) pass(ctx context.Context, st *loopState) {
 	ls.metrics.runs.WithLabelValues(st.Name, result).Inc()
 	ls.log.Warn("background pass failed", "loop", st.Name, "result", result, "consecutive_failures", n,
 		"seconds", d.Seconds(), "err", msg)
+	ls.notify(LoopPass{Loop: st.Name, Start: start, End: time.Now(), Result: result, Err: err})
 }
 
 // safeRun turns a panic in a pass into an error so one bad pass cannot kill the loop.

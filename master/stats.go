@@ -2,9 +2,11 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,13 +66,41 @@ type StatsSnapshot struct {
 	byName map[string]int
 	// LoadedAt is when this process published the snapshot.
 	LoadedAt time.Time
+	// NewestScan is the latest ScannedAt of any row (zero without rows): how old the
+	// freshest observation is, whatever replica published the snapshot.
+	NewestScan time.Time
+
+	// enc holds each row's API JSON, encoded once per snapshot on first use, so a
+	// listing page costs a copy of its rows' bytes rather than their encoding.
+	encOnce sync.Once
+	enc     [][]byte
+}
+
+// encoded returns the API JSON of row i (ExperimentSummary).
+func (s *StatsSnapshot) encoded(i int) []byte {
+	s.encOnce.Do(func() {
+		s.enc = make([][]byte, len(s.Rows))
+		for j, r := range s.Rows {
+			b, err := json.Marshal(summaryOf(r))
+			if err != nil { // cannot happen: plain strings and numbers
+				b = []byte("null")
+			}
+			s.enc[j] = b
+		}
+	})
+	return s.enc[i]
 }
 
 func newSnapshot(version uint64, rows []ExperimentStats) *StatsSnapshot {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	s := &StatsSnapshot{Version: version, Rows: rows, byName: make(map[string]int, len(rows)), LoadedAt: time.Now()}
+	var newest int64
 	for i, r := range rows {
 		s.byName[r.Name] = i
+		newest = max(newest, r.ScannedAt)
+	}
+	if newest > 0 {
+		s.NewestScan = time.UnixMilli(newest)
 	}
 	return s
 }
@@ -93,33 +123,58 @@ type StatsStore struct {
 	// writer admits one writer at a time in this process; waiting is bounded by the
 	// caller's context (the post-compaction refresh uses a short deadline and skips).
 	writer chan struct{}
+	// synced is when the snapshot was last known to match storage (unix nanos; 0: never,
+	// e.g. the first load has not succeeded yet).
+	synced atomic.Int64
 }
 
 // OpenStats opens the stats table in st (rooted at its dataset directory) and loads the
 // latest version into memory. A missing table is an empty snapshot.
 func OpenStats(ctx context.Context, st objstore.Store) (*StatsStore, error) {
-	s := &StatsStore{st: st, writer: make(chan struct{}, 1)}
-	s.snap.Store(newSnapshot(0, nil))
+	s := NewStatsStore(st)
 	if _, err := s.Reload(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
+// NewStatsStore returns the stats store of st with an empty snapshot, loading nothing:
+// a master must answer even when storage is slow, so it loads with Reload in the
+// background (Synced tells whether a load has succeeded).
+func NewStatsStore(st objstore.Store) *StatsStore {
+	s := &StatsStore{st: st, writer: make(chan struct{}, 1)}
+	s.snap.Store(newSnapshot(0, nil))
+	return s
+}
+
 // Snapshot returns the current snapshot. It never blocks.
 func (s *StatsStore) Snapshot() *StatsSnapshot { return s.snap.Load() }
 
+// Synced returns when the snapshot was last known to match the latest version on
+// storage (zero: never).
+func (s *StatsStore) Synced() time.Time {
+	if n := s.synced.Load(); n > 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+func (s *StatsStore) markSynced() { s.synced.Store(time.Now().UnixNano()) }
+
 // Reload publishes the latest version if it is newer than the snapshot (replicas that do
-// not write refresh this way). It reports whether the snapshot changed.
+// not write refresh this way). It reports whether the snapshot changed. When the latest
+// version is the snapshot's, it costs one listing request.
 func (s *StatsStore) Reload(ctx context.Context) (bool, error) {
 	ds, err := lance.OpenStore(ctx, s.st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
+		s.markSynced()
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("stats: open: %w", err)
 	}
 	if ds.Version() <= s.Snapshot().Version {
+		s.markSynced()
 		return false, nil
 	}
 	rows, err := readStats(ctx, ds)
@@ -127,6 +182,7 @@ func (s *StatsStore) Reload(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	s.publish(newSnapshot(ds.Version(), rows))
+	s.markSynced()
 	return true, nil
 }
 
@@ -179,6 +235,7 @@ func (s *StatsStore) WriteRound(ctx context.Context, rows []ExperimentStats, all
 		return 0, fmt.Errorf("stats: write round: %w", err)
 	}
 	s.publish(newSnapshot(ds.Version(), append([]ExperimentStats(nil), rows...)))
+	s.markSynced()
 	return ds.Version(), nil
 }
 
@@ -191,6 +248,11 @@ func (s *StatsStore) Upsert(ctx context.Context, row ExperimentStats) (uint64, e
 	}
 	defer s.release()
 	ds, err := lance.OpenStore(ctx, s.st)
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		// No scan round has written the table yet: this row starts it. A round that
+		// wins the creation race makes this fail; the caller skips, the round has it.
+		return s.create(ctx, row)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("stats: open: %w", err)
 	}
@@ -222,6 +284,26 @@ func (s *StatsStore) Upsert(ctx context.Context, row ExperimentStats) (uint64, e
 		return out.Version(), err
 	}
 	return out.Version(), nil
+}
+
+// create writes the first version of the table with one row; the caller holds the writer.
+func (s *StatsStore) create(ctx context.Context, row ExperimentStats) (uint64, error) {
+	rec, err := statsBatch([]ExperimentStats{row})
+	if err != nil {
+		return 0, err
+	}
+	rdr, err := array.NewRecordReader(statsSchema, []arrow.RecordBatch{rec})
+	rec.Release()
+	if err != nil {
+		return 0, err
+	}
+	defer rdr.Release()
+	ds, err := lance.WriteStore(ctx, s.st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
+	if err != nil {
+		return 0, fmt.Errorf("stats: create with %s: %w", row.Name, err)
+	}
+	s.publish(newSnapshot(ds.Version(), []ExperimentStats{row}))
+	return ds.Version(), nil
 }
 
 func statsBatch(rows []ExperimentStats) (arrow.RecordBatch, error) {

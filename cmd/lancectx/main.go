@@ -56,6 +56,8 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("LANCECTX_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LANCECTX_LOG_LEVEL)")
 	root.AddCommand(newDatasetCmd(store))
 	root.AddCommand(newWorkerCmd(store))
+	root.AddCommand(newMasterCmd(store))
+	root.AddCommand(newServeCmd(store))
 	return root
 }
 

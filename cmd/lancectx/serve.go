@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/master"
+	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/objstore/provider"
+	"github.com/lancectx/lancectx/wal"
+	"github.com/lancectx/lancectx/worker"
+)
+
+// Defaults of `lancectx serve`, the laptop setup.
+const (
+	serveDefaultDataDir = "./lancectx-data"
+	serveDefaultListen  = "127.0.0.1:3000"
+)
+
+type serveFlags struct {
+	wf      workerFlags
+	ctl     controlFlags
+	etcdDir string
+}
+
+func newServeCmd(store *storeFlags) *cobra.Command {
+	sf := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run everything in one process: an embedded etcd, one master and one worker over --data-dir",
+		Long: `Run the whole system in one process, the laptop default: an embedded single-node etcd (in
+--etcd-dir), one master and one worker over --data-dir, one HTTP server on --listen serving the
+worker API (/api/v1/rollouts...), the master API (/api/v1/experiments, /api/v1/tasks,
+/api/v1/cluster), a combined /api/v1/health and /metrics. With --etcd-endpoints (ETCD_ENDPOINTS) it
+joins that etcd instead of starting one. Every worker and master flag applies; the stats scan runs
+every --stats-scan-interval-secs (default 300: lower it to see new experiments sooner).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return sf.run(cmd.Context(), store) },
+	}
+	f := cmd.Flags()
+	sf.wf.register(f)
+	// serve's own defaults for the shared flags (the environment still wins).
+	sf.wf.dataDir = envOr("LANCECTX_DATA_DIR", serveDefaultDataDir)
+	sf.wf.listen = envOr("LANCECTX_LISTEN", serveDefaultListen)
+	sf.wf.workerID = envOr("LANCECTX_WORKER_ID", envOr("INSTANCE_ID", "serve"))
+	for name, def := range map[string]string{"data-dir": sf.wf.dataDir, "listen": sf.wf.listen, "worker-id": sf.wf.workerID} {
+		if fl := f.Lookup(name); fl != nil {
+			fl.DefValue = def
+		}
+	}
+	sf.ctl.register(f)
+	f.StringVar(&sf.etcdDir, "etcd-dir", envOr("LANCECTX_ETCD_DIR", ""),
+		"data directory of the embedded etcd (env LANCECTX_ETCD_DIR; default <data-dir>/_etcd for a local data dir, ./lancectx-etcd otherwise)")
+	return cmd
+}
+
+func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
+	if err := sf.wf.validate(); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if err := sf.ctl.resolve(false); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	log := slog.Default()
+	dataDir := sf.wf.dataDir
+	etcdDir := sf.etcdDir
+	if etcdDir == "" {
+		etcdDir = "./lancectx-etcd"
+		if !strings.Contains(dataDir, "://") || strings.HasPrefix(dataDir, "file://") {
+			if u, err := objstore.ParseURI(dataDir); err == nil {
+				etcdDir = filepath.Join(u.Path, "_etcd")
+			}
+		}
+	}
+	log.Info("serve: starting", append([]any{"data_dir", worker.MaskURI(dataDir), "listen", sf.wf.listen,
+		"embedded_etcd", len(sf.ctl.etcd.Endpoints) == 0, "etcd_dir", etcdDir}, sf.ctl.summary()...)...)
+
+	reg := prometheus.NewRegistry()
+	pc := store.cfg
+	pc.Metrics, pc.Label = objstore.NewMetrics(reg), "data"
+	data, err := provider.Open(ctx, dataDir, pc)
+	if err != nil {
+		return fmt.Errorf("open data dir %s: %w", worker.MaskURI(dataDir), err)
+	}
+	defer data.Close()
+
+	ecfg := sf.ctl.etcd
+	if len(ecfg.Endpoints) == 0 {
+		if err := os.MkdirAll(etcdDir, 0o700); err != nil {
+			return fmt.Errorf("etcd dir: %w", err)
+		}
+		emb, err := coord.StartEmbedded(ctx, coord.EmbeddedConfig{Dir: etcdDir})
+		if err != nil {
+			return fmt.Errorf("start embedded etcd in %s: %w", etcdDir, err)
+		}
+		defer emb.Close()
+		ecfg.Endpoints = emb.Endpoints()
+		log.Info("serve: embedded etcd ready", "endpoint", emb.ClientURL(), "dir", etcdDir)
+	}
+	ecfg.Metrics, ecfg.Logger = coord.NewMetrics(reg), log
+	cli, err := coord.Connect(ctx, ecfg)
+	if err != nil {
+		return fmt.Errorf("connect to etcd: %w", err)
+	}
+	defer cli.Close()
+
+	wcfg := sf.wf.config(store)
+	wcfg.Store, wcfg.Registerer, wcfg.Gatherer, wcfg.Logger = data, reg, reg, log
+	w, err := worker.New(ctx, wcfg)
+	if err != nil {
+		return err
+	}
+	workerOpen := true
+	closeWorker := func(cctx context.Context) {
+		if workerOpen {
+			workerOpen = false
+			if err := w.Close(cctx); err != nil {
+				log.Warn("serve: worker close", "err", err)
+			}
+		}
+	}
+	defer closeWorker(context.Background())
+
+	q := sf.ctl.queue
+	m, err := master.New(ctx, master.Config{Settings: sf.ctl.set, Data: data, DataURI: dataURI(dataDir), Coord: cli,
+		Queue: &q, InstanceID: sf.ctl.masterID, Address: "http://" + sf.wf.listen, Registerer: reg, Gatherer: reg,
+		WALMetrics: wal.NewMetrics(nil), // the worker registered the WAL metrics on reg
+		Logger:     log})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	m.Mount(mux)
+	mux.Handle("GET /api/v1/health", combinedHealth(w, m))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", w.Handler())
+
+	return serveHTTP(ctx, log, sf.wf.listen, mux, sf.wf.shutdownTimeout, func(rctx context.Context) {
+		m.Start(rctx)
+		addr := sf.wf.listen
+		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		info := coord.WorkerInfo{ID: wcfg.WorkerID, Endpoint: "http://" + addr, Shards: []string{wal.ShardIDFor(wcfg.WorkerID)}}
+		if err := cli.RegisterWorker(rctx, info); err != nil {
+			log.Warn("serve: worker not registered in etcd (the cluster view will not list it)", "err", err)
+		}
+	}, func(sctx context.Context) {
+		if err := m.Close(sctx); err != nil {
+			log.Warn("serve: master close", "err", err)
+		}
+		closeWorker(sctx)
+	})
+}
+
+// serveHealth is the body of serve's /api/v1/health: the worker's checks and the
+// master's in one list.
+type serveHealth struct {
+	Status   string            `json:"status"`
+	WorkerID string            `json:"worker_id,omitempty"`
+	MasterID string            `json:"master_id,omitempty"`
+	Leader   bool              `json:"leader"`
+	Checks   []api.HealthCheck `json:"checks"`
+	Failing  []string          `json:"failing,omitempty"`
+}
+
+// combinedHealth answers 200 when every worker and master check is ok, else 503 naming
+// the failing ones.
+func combinedHealth(w *worker.Server, m *master.Master) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		w.Handler().ServeHTTP(rec, r)
+		var wh api.HealthResponse
+		resp := serveHealth{Status: api.HealthOK, MasterID: m.ID(), Leader: m.IsLeader()}
+		if err := json.Unmarshal(rec.Body.Bytes(), &wh); err != nil {
+			resp.Checks = append(resp.Checks, api.HealthCheck{Name: "worker", Status: api.HealthFailing,
+				Message: fmt.Sprintf("worker health answered %d: %v", rec.Code, err)})
+		} else {
+			resp.WorkerID = wh.WorkerID
+			for _, c := range wh.Checks {
+				if !strings.HasPrefix(c.Name, "worker.") {
+					c.Name = "worker." + c.Name
+				}
+				resp.Checks = append(resp.Checks, c)
+			}
+		}
+		resp.Checks = append(resp.Checks, m.HealthChecks(time.Now())...)
+		for _, c := range resp.Checks {
+			if c.Status != api.HealthOK {
+				resp.Status = api.HealthFailing
+				resp.Failing = append(resp.Failing, c.Name)
+			}
+		}
+		status := http.StatusOK
+		if resp.Status != api.HealthOK {
+			status = http.StatusServiceUnavailable
+		}
+		api.WriteJSON(rw, status, resp)
+	})
+}

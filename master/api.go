@@ -1,0 +1,636 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/registry"
+)
+
+// ExperimentSummary is one experiment in the admin API (the reference's DTO): the
+// stats row without its internal version; last_compaction is omitted when the
+// experiment was never compacted by a master.
+type ExperimentSummary struct {
+	Name                  string `json:"name"`
+	URI                   string `json:"uri"`
+	RowCount              int64  `json:"row_count"`
+	FragmentCount         int64  `json:"fragment_count"`
+	LastUpdated           int64  `json:"last_updated"`
+	PendingWALGenerations int64  `json:"pending_wal_generations"`
+	LastCompaction        *int64 `json:"last_compaction,omitempty"`
+	TotalCompactions      int64  `json:"total_compactions"`
+	ScannedAt             int64  `json:"scanned_at"`
+}
+
+func summaryOf(r ExperimentStats) ExperimentSummary {
+	s := ExperimentSummary{Name: r.Name, URI: r.URI, RowCount: r.RowCount, FragmentCount: r.FragmentCount,
+		LastUpdated: r.LastUpdated, PendingWALGenerations: r.PendingWALGenerations, TotalCompactions: r.TotalCompactions,
+		ScannedAt: r.ScannedAt}
+	if r.LastCompaction != NoCompaction {
+		lc := r.LastCompaction
+		s.LastCompaction = &lc
+	}
+	return s
+}
+
+// ExperimentListResponse answers GET /api/v1/experiments. Stale is true when the
+// snapshot it comes from has never been loaded, or its newest observation is older
+// than three scan intervals.
+type ExperimentListResponse struct {
+	Experiments  []ExperimentSummary `json:"experiments"`
+	Total        int                 `json:"total"`
+	Stale        bool                `json:"stale"`
+	StatsVersion uint64              `json:"stats_version"`
+}
+
+// ExperimentDetail answers GET /api/v1/experiments/{name} and the rescan. Source is
+// "snapshot" (the stats snapshot) or "observed" (read from the dataset for this
+// request); Persisted tells whether an observation was written to the stats table.
+type ExperimentDetail struct {
+	ExperimentSummary
+	Version   int64  `json:"version"`
+	Stale     bool   `json:"stale"`
+	Source    string `json:"source"`
+	Persisted *bool  `json:"persisted,omitempty"`
+	// NotPersisted says why an observation was not written (e.g. the writer was busy).
+	NotPersisted string `json:"not_persisted,omitempty"`
+}
+
+// TaskListResponse answers GET /api/v1/tasks (newest first).
+type TaskListResponse struct {
+	Tasks  []coord.Task `json:"tasks"`
+	Total  int          `json:"total"`
+	Limit  int          `json:"limit"`
+	Offset int          `json:"offset"`
+}
+
+// TaskRequest is the body of POST /api/v1/tasks. Kind is merge_wal, compact, cleanup,
+// stats_maintenance (target "_stats") or optimize (the merge_wal -> compact ->
+// cleanup chain).
+type TaskRequest struct {
+	Kind      string   `json:"kind"`
+	Target    string   `json:"target"`
+	DependsOn []string `json:"depends_on,omitempty"`
+}
+
+// TaskChainResponse answers an optimize request: the chain's tasks in order.
+type TaskChainResponse struct {
+	Tasks []coord.Task `json:"tasks"`
+}
+
+// ClusterResponse answers GET /api/v1/cluster.
+type ClusterResponse struct {
+	Self        string             `json:"self"`
+	Leader      *MasterInfo        `json:"leader"`
+	Masters     []MasterInfo       `json:"masters"`
+	Workers     []coord.WorkerInfo `json:"workers"`
+	Stats       StatsInfo          `json:"stats"`
+	Maintenance MaintenanceState   `json:"stats_maintenance"`
+}
+
+// StatsInfo describes this master's stats snapshot.
+type StatsInfo struct {
+	Version     uint64     `json:"version"`
+	Experiments int        `json:"experiments"`
+	NewestScan  *time.Time `json:"newest_scan,omitempty"`
+	SyncedAt    *time.Time `json:"synced_at,omitempty"`
+	Stale       bool       `json:"stale"`
+}
+
+// HealthResponse answers GET /api/v1/health: 200 when every check is ok, else 503
+// with the failing checks naming the loop and why.
+type HealthResponse struct {
+	Status   string            `json:"status"`
+	MasterID string            `json:"master_id,omitempty"`
+	Leader   bool              `json:"leader"`
+	Checks   []api.HealthCheck `json:"checks"`
+	// Failing lists the names of the failing checks, for a quick look.
+	Failing []string `json:"failing,omitempty"`
+}
+
+const maxTaskBody = 64 << 10
+
+var taskRequestDecoder = api.NewJSONDecoder(&TaskRequest{})
+
+// route is one admin API route.
+type route struct {
+	pattern string
+	h       http.HandlerFunc
+}
+
+func (m *Master) apiRoutes() []route {
+	return []route{
+		{"GET /api/v1/experiments", m.handleListExperiments},
+		{"GET /api/v1/experiments/{name}", m.handleGetExperiment},
+		{"POST /api/v1/experiments/{name}/rescan", m.handleRescan},
+		{"POST /api/v1/experiments/{name}/optimize", m.handleOptimize},
+		{"GET /api/v1/tasks", m.handleListTasks},
+		{"POST /api/v1/tasks", m.handleCreateTask},
+		{"GET /api/v1/tasks/{id}", m.handleGetTask},
+		{"GET /api/v1/cluster", m.handleCluster},
+	}
+}
+
+// Mount registers the admin API routes (not /api/v1/health nor /metrics) on mux, for
+// a server that also serves other routes (`lancectx serve`).
+func (m *Master) Mount(mux *http.ServeMux) {
+	for _, r := range m.apiRoutes() {
+		mux.Handle(r.pattern, m.instrument(r.pattern, r.h))
+	}
+}
+
+// Handler is the master's whole HTTP API: the admin routes, /api/v1/health and
+// /metrics, with JSON 404 and 405 answers.
+func (m *Master) Handler() http.Handler {
+	mux := http.NewServeMux()
+	m.Mount(mux)
+	mux.Handle("GET /api/v1/health", m.instrument("GET /api/v1/health", m.handleHealth))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gather, promhttp.HandlerOpts{}))
+	allowed := map[string][]string{}
+	var paths []string
+	for _, r := range append(m.apiRoutes(), route{pattern: "GET /api/v1/health"}, route{pattern: "GET /metrics"}) {
+		method, path, _ := strings.Cut(r.pattern, " ")
+		if _, ok := allowed[path]; !ok {
+			paths = append(paths, path)
+		}
+		allowed[path] = append(allowed[path], method)
+	}
+	for _, p := range paths {
+		allow := strings.Join(allowed[p], ", ")
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			api.WriteError(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: api.CodeInvalidRequest,
+				Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, p, allow)})
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if len(path) > 200 {
+			path = path[:200]
+		}
+		api.WriteError(w, api.NotFound("no route for %s %s", r.Method, path))
+	})
+	return mux
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (m *Master) instrument(pattern string, h http.HandlerFunc) http.Handler {
+	method, path, _ := strings.Cut(pattern, " ")
+	dur := m.met.httpDuration.WithLabelValues(method, path)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		h(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		dur.Observe(time.Since(start).Seconds())
+		m.met.httpRequests.WithLabelValues(method, path, strconv.Itoa(rec.status)).Inc()
+	})
+}
+
+func (m *Master) fail(w http.ResponseWriter, err error) { api.WriteErrorLog(w, m.log, err) }
+
+// stale reports whether snap should be flagged stale to readers.
+func (m *Master) stale(snap *StatsSnapshot) bool {
+	if m.stats.Synced().IsZero() {
+		return true
+	}
+	if m.set.StatsScanInterval <= 0 || snap.NewestScan.IsZero() {
+		return false
+	}
+	return time.Since(snap.NewestScan) > 3*m.set.StatsScanInterval
+}
+
+// handleListExperiments serves the snapshot: it never waits for a scan, a writer or
+// maintenance.
+func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	search, err := api.QueryString(q, "search")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	limit, err := api.QueryInt(q, "limit", 50, 1, 1000)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	offset, err := api.QueryInt(q, "offset", 0, 0, 1<<31)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	snap := m.stats.Snapshot()
+	stale := m.stale(snap)
+	rows := snap.Rows
+	var page []int
+	total := 0
+	if search != "" {
+		// Substring match, case-sensitive, as the reference's LIKE '%q%'. The page is
+		// collected while counting, so no intermediate slice of every match is built.
+		for i, row := range rows {
+			if !strings.Contains(row.Name, search) {
+				continue
+			}
+			if total >= int(offset) && len(page) < int(limit) {
+				page = append(page, i)
+			}
+			total++
+		}
+	} else {
+		total = len(rows)
+		for i := int(offset); i < len(rows) && i < int(offset+limit); i++ {
+			page = append(page, i)
+		}
+	}
+	if stale {
+		m.met.servedStale.Inc()
+	}
+	// The body is ExperimentListResponse, stitched from the snapshot's pre-encoded rows.
+	size := 96
+	for _, i := range page {
+		size += len(snap.encoded(i)) + 1
+	}
+	body := make([]byte, 0, size)
+	body = append(body, `{"experiments":[`...)
+	for k, i := range page {
+		if k > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, snap.encoded(i)...)
+	}
+	body = append(body, `],"total":`...)
+	body = strconv.AppendInt(body, int64(total), 10)
+	body = append(body, `,"stale":`...)
+	body = strconv.AppendBool(body, stale)
+	body = append(body, `,"stats_version":`...)
+	body = strconv.AppendUint(body, snap.Version, 10)
+	body = append(body, "}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", api.ContentTypeJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// experimentName validates the {name} path value and checks the registry.
+func (m *Master) experimentName(ctx context.Context, r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	if err := api.ValidateName(name); err != nil {
+		return "", err
+	}
+	if _, err := m.registry.Get(ctx, name); err != nil {
+		if errors.Is(err, registry.ErrNotFound) {
+			return "", api.NotFound("experiment %q does not exist", name).WithCause(errNotRegistered)
+		}
+		return "", err
+	}
+	return name, nil
+}
+
+func (m *Master) handleGetExperiment(w http.ResponseWriter, r *http.Request) {
+	fresh, err := api.QueryBool(r.URL.Query(), "fresh", false)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	name := r.PathValue("name")
+	if err := api.ValidateName(name); err != nil {
+		m.fail(w, err)
+		return
+	}
+	snap := m.stats.Snapshot()
+	if !fresh {
+		if row, ok := snap.Get(name); ok {
+			api.WriteJSON(w, http.StatusOK, ExperimentDetail{ExperimentSummary: summaryOf(row), Version: row.Version,
+				Stale: m.stale(snap), Source: "snapshot"})
+			return
+		}
+	}
+	if _, err := m.experimentName(r.Context(), r); err != nil {
+		m.fail(w, err)
+		return
+	}
+	if fresh {
+		m.refreshAndAnswer(w, r, name)
+		return
+	}
+	// Registered but not scanned yet: observe it for this answer without writing a row.
+	prev, have := snap.Get(name)
+	row, err := m.scanner.Observe(r.Context(), name, prev, have)
+	if err != nil {
+		m.fail(w, m.observeErr(name, err))
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, ExperimentDetail{ExperimentSummary: summaryOf(row), Version: row.Version, Source: "observed"})
+}
+
+func (m *Master) observeErr(name string, err error) error {
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return api.NotFound("experiment %q has no dataset yet (its creation has not completed)", name).WithCause(err)
+	}
+	return err
+}
+
+// refreshAndAnswer observes the experiment and writes its row, waiting at most
+// STATS_WRITER_WAIT_MS for the stats writer; the answer says whether it was written.
+func (m *Master) refreshAndAnswer(w http.ResponseWriter, r *http.Request, name string) {
+	res, err := m.scanner.RefreshOne(r.Context(), name, m.set.StatsWriterWait, nil)
+	if err != nil {
+		m.fail(w, m.observeErr(name, err))
+		return
+	}
+	persisted := res.Persisted
+	api.WriteJSON(w, http.StatusOK, ExperimentDetail{ExperimentSummary: summaryOf(res.Row), Version: res.Row.Version,
+		Source: "observed", Persisted: &persisted, NotPersisted: res.Skipped})
+}
+
+func (m *Master) handleRescan(w http.ResponseWriter, r *http.Request) {
+	name, err := m.experimentName(r.Context(), r)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	m.refreshAndAnswer(w, r, name)
+}
+
+func (m *Master) handleOptimize(w http.ResponseWriter, r *http.Request) {
+	name, err := m.experimentName(r.Context(), r)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	tasks, err := m.enqueueOptimize(r.Context(), name, true)
+	if err != nil {
+		m.fail(w, m.queueErr(err))
+		return
+	}
+	api.WriteJSON(w, http.StatusAccepted, TaskChainResponse{Tasks: tasks})
+}
+
+func (m *Master) queueErr(err error) error {
+	switch {
+	case errors.Is(err, coord.ErrInvalidArgument):
+		return api.InvalidRequest("%s", strings.TrimPrefix(err.Error(), coord.ErrInvalidArgument.Error()+": ")).WithCause(err)
+	case errors.Is(err, coord.ErrUnknownDependency):
+		return api.NotFound("%s", err.Error()).WithCause(err)
+	case errors.Is(err, coord.ErrTaskNotFound):
+		return api.NotFound("task not found").WithCause(err)
+	}
+	return err
+}
+
+func (m *Master) handleListTasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var f coord.TaskFilter
+	var err error
+	if f.Kind, err = api.QueryString(q, "kind"); err != nil {
+		m.fail(w, err)
+		return
+	}
+	if f.Target, err = api.QueryString(q, "target"); err != nil {
+		m.fail(w, err)
+		return
+	}
+	state, err := api.QueryString(q, "state")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	if state != "" {
+		for _, s := range strings.Split(state, ",") {
+			st := coord.State(strings.TrimSpace(s))
+			if !slices.Contains([]coord.State{coord.StateQueued, coord.StateRunning, coord.StateDone, coord.StateFailed}, st) {
+				m.fail(w, api.InvalidRequest("state %q is not one of queued, running, done, failed", s))
+				return
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	limit, err := api.QueryInt(q, "limit", 50, 1, 200)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	offset, err := api.QueryInt(q, "offset", 0, 0, 10000)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	tasks, err := m.queue.ListTasks(r.Context(), f)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	slices.Reverse(tasks) // ids are UUIDv7: newest first
+	resp := TaskListResponse{Tasks: []coord.Task{}, Total: len(tasks), Limit: int(limit), Offset: int(offset)}
+	if int(offset) < len(tasks) {
+		resp.Tasks = tasks[offset:min(int(offset+limit), len(tasks))]
+	}
+	api.WriteJSON(w, http.StatusOK, resp)
+}
+
+func (m *Master) handleCreateTask(w http.ResponseWriter, r *http.Request) {
+	if err := api.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		m.fail(w, err)
+		return
+	}
+	body, err := api.ReadRequestBody(r, maxTaskBody)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	var req TaskRequest
+	if err := taskRequestDecoder.Unmarshal(body, &req); err != nil {
+		m.fail(w, err)
+		return
+	}
+	ctx := r.Context()
+	switch req.Kind {
+	case KindStatsMaintenance:
+		if req.Target != "" && req.Target != StatsTarget {
+			m.fail(w, api.InvalidRequest("stats_maintenance targets %q, not %q", StatsTarget, req.Target))
+			return
+		}
+		req.Target = StatsTarget
+	case KindMergeWAL, KindCompact, KindCleanup, KindOptimize:
+		if err := api.ValidateName(req.Target); err != nil {
+			m.fail(w, err)
+			return
+		}
+		if _, err := m.registry.Get(ctx, req.Target); err != nil {
+			if errors.Is(err, registry.ErrNotFound) {
+				m.fail(w, api.NotFound("experiment %q does not exist", req.Target))
+				return
+			}
+			m.fail(w, err)
+			return
+		}
+	default:
+		m.fail(w, api.InvalidRequest("kind %q is not one of merge_wal, compact, cleanup, stats_maintenance, optimize", req.Kind))
+		return
+	}
+	if req.Kind == KindOptimize {
+		if len(req.DependsOn) > 0 {
+			m.fail(w, api.InvalidRequest("optimize takes no depends_on"))
+			return
+		}
+		tasks, err := m.enqueueOptimize(ctx, req.Target, true)
+		if err != nil {
+			m.fail(w, m.queueErr(err))
+			return
+		}
+		api.WriteJSON(w, http.StatusAccepted, TaskChainResponse{Tasks: tasks})
+		return
+	}
+	t, _, err := m.enqueue(ctx, taskRequest{Kind: req.Kind, Target: req.Target, DependsOn: req.DependsOn, Manual: true})
+	if err != nil {
+		m.fail(w, m.queueErr(err))
+		return
+	}
+	api.WriteJSON(w, http.StatusAccepted, t)
+}
+
+func (m *Master) handleGetTask(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if u, err := uuid.Parse(id); err != nil || u.String() != strings.ToLower(id) {
+		m.fail(w, api.InvalidRequest("task id %q is not a UUID", truncateStr(id, 64)))
+		return
+	}
+	t, err := m.queue.GetTask(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, coord.ErrTaskNotFound) {
+			m.fail(w, api.NotFound("task %q not found", id))
+			return
+		}
+		m.fail(w, m.queueErr(err))
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, t)
+}
+
+func (m *Master) handleCluster(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	masters, err := m.listMasters(ctx)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	workers, err := m.coord.ListWorkers(ctx)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	snap := m.stats.Snapshot()
+	resp := ClusterResponse{Self: m.id, Masters: masters, Workers: workers, Maintenance: m.maint.State(),
+		Stats: StatsInfo{Version: snap.Version, Experiments: len(snap.Rows), Stale: m.stale(snap)}}
+	if resp.Workers == nil {
+		resp.Workers = []coord.WorkerInfo{}
+	}
+	if !snap.NewestScan.IsZero() {
+		t := snap.NewestScan.UTC()
+		resp.Stats.NewestScan = &t
+	}
+	if s := m.stats.Synced(); !s.IsZero() {
+		t := s.UTC()
+		resp.Stats.SyncedAt = &t
+	}
+	for i := range masters {
+		if masters[i].Leader {
+			l := masters[i]
+			resp.Leader = &l
+			break
+		}
+	}
+	api.WriteJSON(w, http.StatusOK, resp)
+}
+
+// HealthChecks reports every loop of this master as a health check: a loop that has
+// not succeeded within three intervals while this master runs it is failing, and its
+// message names it and says since when; standby (leader-only) and disabled loops are ok.
+func (m *Master) HealthChecks(now time.Time) []api.HealthCheck {
+	var out []api.HealthCheck
+	for _, h := range m.loops.Health(now) {
+		c := api.HealthCheck{Name: "master." + h.Name, Status: api.HealthOK, LastSuccess: h.LastSuccess,
+			ConsecutiveFailures: int(h.ConsecutiveFailures)}
+		switch {
+		case !h.Healthy:
+			c.Status = api.HealthFailing
+			c.Message = fmt.Sprintf("loop %s %s: %s", h.Name, h.State, h.Reason)
+			if h.LastError != "" {
+				c.Message += "; last error: " + h.LastError
+			}
+			if h.Running {
+				c.Message += "; a pass is still running"
+			}
+		case h.State == "standby":
+			c.Message = "standby: runs on the planner leader"
+		case h.State == "disabled":
+			c.Message = "disabled (interval 0)"
+		case h.State == "starting":
+			c.Message = "no pass finished yet"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (m *Master) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	resp := m.Health(time.Now())
+	status := http.StatusOK
+	if resp.Status != api.HealthOK {
+		status = http.StatusServiceUnavailable
+	}
+	api.WriteJSON(w, status, resp)
+}
+
+// Health is the body of GET /api/v1/health.
+func (m *Master) Health(now time.Time) HealthResponse {
+	resp := HealthResponse{Status: api.HealthOK, MasterID: m.id, Leader: m.IsLeader(), Checks: m.HealthChecks(now)}
+	for _, c := range resp.Checks {
+		if c.Status != api.HealthOK {
+			resp.Status = api.HealthFailing
+			resp.Failing = append(resp.Failing, c.Name)
+		}
+	}
+	return resp
+}
+
+func truncateStr(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

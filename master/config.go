@@ -1,0 +1,296 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Settings are the tunables of a master: intervals, thresholds and bounds of the loops
+// and tasks. Every field has an environment variable (the reference system's name where
+// it had one) read by SettingsFromEnv; zero durations of the *Interval fields turn the
+// loop off, as in the reference.
+type Settings struct {
+	// StatsScanInterval between stats scan rounds (STATS_SCAN_INTERVAL_SECS, 300; 0 off).
+	StatsScanInterval time.Duration
+	// StatsScanTimeout bounds one round (STATS_SCAN_TIMEOUT_SECS, default the interval).
+	StatsScanTimeout time.Duration
+	// ScanConcurrency observations run at once (SCAN_CONCURRENCY, 8).
+	ScanConcurrency int
+	// ObserveTimeout bounds the observation of one experiment (OBSERVE_TIMEOUT_SECS, 30).
+	ObserveTimeout time.Duration
+	// StatsRefreshInterval: every master reloads the stats snapshot from the latest
+	// version this often (STATS_REFRESH_INTERVAL_SECS, 10; 0 off).
+	StatsRefreshInterval time.Duration
+	// StatsWriterWait bounds the wait for the stats-writer lock of the optional stats
+	// refreshes (after a compaction, ?fresh=true, rescan); on timeout they are skipped
+	// (STATS_WRITER_WAIT_MS, 2000).
+	StatsWriterWait time.Duration
+
+	// StatsMaintenanceEveryNScans: maintenance of _stats on the first scan round of a
+	// leader and every N rounds after (STATS_MAINTENANCE_EVERY_N_SCANS, 12; 0 off).
+	StatsMaintenanceEveryNScans int
+	// StatsHistoryTTL is the grace window of _stats cleanup (STATS_HISTORY_TTL_SECS, 3600).
+	StatsHistoryTTL time.Duration
+	// StatsMaintenanceMaxObjects bounds the objects one pass deletes
+	// (STATS_MAINTENANCE_MAX_OBJECTS, 20000).
+	StatsMaintenanceMaxObjects int
+	// MaintenanceTimeout is the ceiling of one maintenance pass, _stats or dataset
+	// cleanup (MAINTENANCE_TIMEOUT_SECS, 300).
+	MaintenanceTimeout time.Duration
+
+	// MergeWALInterval between merge-WAL sweeps (MERGE_WAL_INTERVAL_SECS, 600; 0 off).
+	MergeWALInterval time.Duration
+	// MergeWALMinGenerations: experiments with at least this many pending generations
+	// get a merge task (MERGE_WAL_MIN_GENERATIONS, 8).
+	MergeWALMinGenerations int
+	// MergeTimeout is the deadline of a merge_wal task (MERGE_EXECUTION_TIMEOUT_SECS, 600).
+	MergeTimeout time.Duration
+	// MergeMaxGenerations and MergeMaxBytes bound one merge pass of one shard
+	// (ROLLOUT_MERGE_MAX_GENERATIONS, ROLLOUT_MERGE_MAX_BYTES; 0: the wal defaults);
+	// MergeMaxPasses bounds the passes per shard in one task (MERGE_WAL_MAX_PASSES, 4).
+	MergeMaxGenerations int
+	MergeMaxBytes       int64
+	MergeMaxPasses      int
+
+	// CompactionInterval between compaction sweeps (COMPACTION_INTERVAL_SECS, 600; 0 off).
+	CompactionInterval time.Duration
+	// MinFragments: experiments with at least this many fragments get a compaction
+	// task (MIN_FRAGMENTS, 16).
+	MinFragments int
+	// TargetRowsPerFragment of compaction (TARGET_ROWS_PER_FRAGMENT, 1048576).
+	TargetRowsPerFragment int64
+	// CompactionMaxBytesPerFile: fragments this large are never merged
+	// (COMPACTION_MAX_BYTES_PER_FILE, 1 GiB).
+	CompactionMaxBytesPerFile int64
+	// CompactionTimeout is the deadline of a compact task (COMPACTION_TIMEOUT_SECS, 1800).
+	CompactionTimeout time.Duration
+
+	// CleanupInterval between version-cleanup planning passes (CLEANUP_INTERVAL_SECS,
+	// 3600; 0 off).
+	CleanupInterval time.Duration
+	// CleanupOlderThan: dataset versions older than this are removed
+	// (CLEANUP_OLDER_THAN_SECS, 3600).
+	CleanupOlderThan time.Duration
+	// CleanupMaxObjects bounds the objects one cleanup task deletes
+	// (CLEANUP_MAX_OBJECTS, 20000); the next planning pass continues.
+	CleanupMaxObjects int
+	// CleanupMinNewVersions: a dataset gets a cleanup task once its version advanced by
+	// this much since its last planned cleanup (CLEANUP_MIN_NEW_VERSIONS, 8).
+	CleanupMinNewVersions int
+
+	// SweepMaxNewTasks bounds the tasks one sweep creates (SWEEP_MAX_NEW_TASKS, 256).
+	SweepMaxNewTasks int
+	// TaskConcurrency tasks run at once on this master (TASK_CONCURRENCY, 4; 0: this
+	// master executes no task, an API and planner replica).
+	TaskConcurrency int
+	// RecoveryInterval of the leader's queue recoverer (TASK_RECOVERY_INTERVAL_SECS, 30).
+	RecoveryInterval time.Duration
+}
+
+// DefaultSettings returns the defaults documented on Settings.
+func DefaultSettings() Settings {
+	return Settings{
+		StatsScanInterval:           300 * time.Second,
+		ScanConcurrency:             8,
+		ObserveTimeout:              30 * time.Second,
+		StatsRefreshInterval:        10 * time.Second,
+		StatsWriterWait:             2 * time.Second,
+		StatsMaintenanceEveryNScans: 12,
+		StatsHistoryTTL:             time.Hour,
+		StatsMaintenanceMaxObjects:  20000,
+		MaintenanceTimeout:          300 * time.Second,
+		MergeWALInterval:            600 * time.Second,
+		MergeWALMinGenerations:      8,
+		MergeTimeout:                600 * time.Second,
+		MergeMaxPasses:              4,
+		CompactionInterval:          600 * time.Second,
+		MinFragments:                16,
+		TargetRowsPerFragment:       1 << 20,
+		CompactionMaxBytesPerFile:   1 << 30,
+		CompactionTimeout:           1800 * time.Second,
+		CleanupInterval:             3600 * time.Second,
+		CleanupOlderThan:            time.Hour,
+		CleanupMaxObjects:           20000,
+		CleanupMinNewVersions:       8,
+		SweepMaxNewTasks:            256,
+		TaskConcurrency:             4,
+		RecoveryInterval:            30 * time.Second,
+	}
+}
+
+// EnvVar describes one environment variable of Settings, for flags and help texts.
+type EnvVar struct {
+	Name string
+	// Unit is "secs", "ms", "count" or "bytes".
+	Unit string
+	Help string
+	dur  func(*Settings) *time.Duration
+	num  func(*Settings) *int64
+	i    func(*Settings) *int
+}
+
+// SettingsEnv lists every environment variable SettingsFromEnv reads, in the order
+// they are documented.
+func SettingsEnv() []EnvVar {
+	d := func(name, unit, help string, f func(*Settings) *time.Duration) EnvVar {
+		return EnvVar{Name: name, Unit: unit, Help: help, dur: f}
+	}
+	n := func(name, help string, f func(*Settings) *int) EnvVar {
+		return EnvVar{Name: name, Unit: "count", Help: help, i: f}
+	}
+	b := func(name, help string, f func(*Settings) *int64) EnvVar {
+		return EnvVar{Name: name, Unit: "bytes", Help: help, num: f}
+	}
+	return []EnvVar{
+		d("STATS_SCAN_INTERVAL_SECS", "secs", "seconds between stats scan rounds; 0 disables the scan", func(s *Settings) *time.Duration { return &s.StatsScanInterval }),
+		d("STATS_SCAN_TIMEOUT_SECS", "secs", "deadline of one stats scan round; 0 = the interval", func(s *Settings) *time.Duration { return &s.StatsScanTimeout }),
+		n("SCAN_CONCURRENCY", "experiments observed at once by a scan round", func(s *Settings) *int { return &s.ScanConcurrency }),
+		d("OBSERVE_TIMEOUT_SECS", "secs", "deadline of the observation of one experiment", func(s *Settings) *time.Duration { return &s.ObserveTimeout }),
+		d("STATS_REFRESH_INTERVAL_SECS", "secs", "seconds between reloads of the stats snapshot from the latest _stats version; 0 disables", func(s *Settings) *time.Duration { return &s.StatsRefreshInterval }),
+		d("STATS_WRITER_WAIT_MS", "ms", "longest wait for the stats-writer lock of an optional refresh (after compaction, ?fresh=true); skipped on timeout", func(s *Settings) *time.Duration { return &s.StatsWriterWait }),
+		n("STATS_MAINTENANCE_EVERY_N_SCANS", "maintain _stats on a leader's first scan round and every N rounds; 0 disables", func(s *Settings) *int { return &s.StatsMaintenanceEveryNScans }),
+		d("STATS_HISTORY_TTL_SECS", "secs", "_stats versions younger than this are kept by maintenance", func(s *Settings) *time.Duration { return &s.StatsHistoryTTL }),
+		n("STATS_MAINTENANCE_MAX_OBJECTS", "objects one _stats maintenance pass deletes at most; later passes continue", func(s *Settings) *int { return &s.StatsMaintenanceMaxObjects }),
+		d("MAINTENANCE_TIMEOUT_SECS", "secs", "ceiling of one maintenance pass (_stats maintenance, dataset cleanup)", func(s *Settings) *time.Duration { return &s.MaintenanceTimeout }),
+		d("MERGE_WAL_INTERVAL_SECS", "secs", "seconds between merge-WAL sweeps; 0 disables", func(s *Settings) *time.Duration { return &s.MergeWALInterval }),
+		n("MERGE_WAL_MIN_GENERATIONS", "pending WAL generations that make an experiment a merge candidate", func(s *Settings) *int { return &s.MergeWALMinGenerations }),
+		d("MERGE_EXECUTION_TIMEOUT_SECS", "secs", "deadline of a merge_wal task", func(s *Settings) *time.Duration { return &s.MergeTimeout }),
+		n("ROLLOUT_MERGE_MAX_GENERATIONS", "generations one merge pass of one shard takes at most; 0 = the WAL default", func(s *Settings) *int { return &s.MergeMaxGenerations }),
+		b("ROLLOUT_MERGE_MAX_BYTES", "generation bytes one merge pass of one shard takes at most; 0 = the WAL default", func(s *Settings) *int64 { return &s.MergeMaxBytes }),
+		n("MERGE_WAL_MAX_PASSES", "merge passes per shard in one merge_wal task", func(s *Settings) *int { return &s.MergeMaxPasses }),
+		d("COMPACTION_INTERVAL_SECS", "secs", "seconds between compaction sweeps; 0 disables", func(s *Settings) *time.Duration { return &s.CompactionInterval }),
+		n("MIN_FRAGMENTS", "fragments that make an experiment a compaction candidate", func(s *Settings) *int { return &s.MinFragments }),
+		{Name: "TARGET_ROWS_PER_FRAGMENT", Unit: "count", Help: "rows per fragment compaction aims for", num: func(s *Settings) *int64 { return &s.TargetRowsPerFragment }},
+		b("COMPACTION_MAX_BYTES_PER_FILE", "fragments with this many bytes are never merged by compaction", func(s *Settings) *int64 { return &s.CompactionMaxBytesPerFile }),
+		d("COMPACTION_TIMEOUT_SECS", "secs", "deadline of a compact task", func(s *Settings) *time.Duration { return &s.CompactionTimeout }),
+		d("CLEANUP_INTERVAL_SECS", "secs", "seconds between version-cleanup planning passes; 0 disables", func(s *Settings) *time.Duration { return &s.CleanupInterval }),
+		d("CLEANUP_OLDER_THAN_SECS", "secs", "dataset versions older than this are removed by cleanup tasks", func(s *Settings) *time.Duration { return &s.CleanupOlderThan }),
+		n("CLEANUP_MAX_OBJECTS", "objects one cleanup task deletes at most; later tasks continue", func(s *Settings) *int { return &s.CleanupMaxObjects }),
+		n("CLEANUP_MIN_NEW_VERSIONS", "versions a dataset must gain before its next cleanup task", func(s *Settings) *int { return &s.CleanupMinNewVersions }),
+		n("SWEEP_MAX_NEW_TASKS", "new tasks one sweep creates at most", func(s *Settings) *int { return &s.SweepMaxNewTasks }),
+		n("TASK_CONCURRENCY", "tasks this master runs at once; 0 = none (an API and planner replica)", func(s *Settings) *int { return &s.TaskConcurrency }),
+		d("TASK_RECOVERY_INTERVAL_SECS", "secs", "seconds between the leader's queue recovery passes", func(s *Settings) *time.Duration { return &s.RecoveryInterval }),
+	}
+}
+
+// Get returns the variable's value in s, rendered in its unit.
+func (e EnvVar) Get(s *Settings) string {
+	switch {
+	case e.dur != nil:
+		d := *e.dur(s)
+		if e.Unit == "ms" {
+			return strconv.FormatInt(d.Milliseconds(), 10)
+		}
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+	case e.num != nil:
+		return strconv.FormatInt(*e.num(s), 10)
+	default:
+		return strconv.Itoa(*e.i(s))
+	}
+}
+
+// Set parses v (in the variable's unit; seconds may be fractional) into s.
+func (e EnvVar) Set(s *Settings, v string) error {
+	v = strings.TrimSpace(v)
+	switch {
+	case e.dur != nil:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1<<31 {
+			return fmt.Errorf("%s=%q: want a non-negative number of %s", e.Name, v, map[string]string{"ms": "milliseconds", "secs": "seconds"}[e.Unit])
+		}
+		unit := time.Second
+		if e.Unit == "ms" {
+			unit = time.Millisecond
+		}
+		*e.dur(s) = time.Duration(f * float64(unit))
+	case e.num != nil:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%s=%q: want a non-negative whole number", e.Name, v)
+		}
+		*e.num(s) = n
+	default:
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%s=%q: want a non-negative whole number", e.Name, v)
+		}
+		*e.i(s) = n
+	}
+	return nil
+}
+
+// SettingsFromEnv starts from DefaultSettings and applies every variable of
+// SettingsEnv that is set, then validates.
+func SettingsFromEnv() (Settings, error) { return settingsFromLookup(os.LookupEnv) }
+
+func settingsFromLookup(lookup func(string) (string, bool)) (Settings, error) {
+	s, err := ParseSettingsEnv(lookup)
+	if err != nil {
+		return s, err
+	}
+	return s, s.Validate()
+}
+
+// ParseSettingsEnv starts from DefaultSettings and applies every variable of SettingsEnv
+// that lookup finds, without validating the result (flags may still override values;
+// validate after them). Unparsable values are errors naming their variable.
+func ParseSettingsEnv(lookup func(string) (string, bool)) (Settings, error) {
+	s := DefaultSettings()
+	var errs []error
+	for _, e := range SettingsEnv() {
+		if v, ok := lookup(e.Name); ok && strings.TrimSpace(v) != "" {
+			if err := e.Set(&s, v); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return s, errors.Join(errs...)
+}
+
+// Validate reports every unusable value, naming its environment variable.
+func (s Settings) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(s.ScanConcurrency >= 1, "SCAN_CONCURRENCY must be at least 1")
+	check(s.ObserveTimeout > 0, "OBSERVE_TIMEOUT_SECS must be positive")
+	check(s.StatsWriterWait > 0, "STATS_WRITER_WAIT_MS must be positive")
+	check(s.StatsMaintenanceMaxObjects >= 1, "STATS_MAINTENANCE_MAX_OBJECTS must be at least 1")
+	check(s.MaintenanceTimeout > 0, "MAINTENANCE_TIMEOUT_SECS must be positive: it is the ceiling of every maintenance pass")
+	check(s.MergeWALMinGenerations >= 1, "MERGE_WAL_MIN_GENERATIONS must be at least 1")
+	check(s.MergeTimeout > 0, "MERGE_EXECUTION_TIMEOUT_SECS must be positive")
+	check(s.MergeMaxPasses >= 1, "MERGE_WAL_MAX_PASSES must be at least 1")
+	check(s.MinFragments >= 2, "MIN_FRAGMENTS must be at least 2")
+	check(s.TargetRowsPerFragment >= 1, "TARGET_ROWS_PER_FRAGMENT must be at least 1")
+	check(s.CompactionTimeout > 0, "COMPACTION_TIMEOUT_SECS must be positive")
+	check(s.CleanupMaxObjects >= 1, "CLEANUP_MAX_OBJECTS must be at least 1")
+	check(s.SweepMaxNewTasks >= 1, "SWEEP_MAX_NEW_TASKS must be at least 1")
+	check(s.TaskConcurrency >= 0, "TASK_CONCURRENCY must not be negative")
+	check(s.RecoveryInterval > 0, "TASK_RECOVERY_INTERVAL_SECS must be positive")
+	check(s.StatsScanTimeout == 0 || s.StatsScanTimeout >= time.Second, "STATS_SCAN_TIMEOUT_SECS must be 0 (the interval) or at least 1")
+	return errors.Join(errs...)
+}
+
+// withDefaults fills the derived values.
+func (s Settings) withDefaults() Settings {
+	if s.StatsScanTimeout <= 0 {
+		s.StatsScanTimeout = s.StatsScanInterval
+	}
+	return s
+}
+
+// Summary renders the settings as log attributes (they hold no secrets).
+func (s Settings) Summary() []any {
+	var out []any
+	for _, e := range SettingsEnv() {
+		out = append(out, strings.ToLower(e.Name), e.Get(&s))
+	}
+	return out
+}

@@ -1,0 +1,340 @@
+package master
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/wal"
+)
+
+// Names of the coordination primitives the masters share.
+const (
+	// PlannerRole is the election role whose leader runs the planner loops.
+	PlannerRole = "planner"
+	// StatsWriterLock serializes the writers of _stats across masters: a scan round's
+	// commit and the optional single-row refreshes. Nothing holds it across more than
+	// one commit (and the reload before it).
+	StatsWriterLock = "stats-writer"
+)
+
+// Loop names, as they appear in metrics, logs and /api/v1/health.
+const (
+	LoopStatsScan      = "stats_scan"
+	LoopMergeWALSweep  = "merge_wal_sweep"
+	LoopCompaction     = "compaction_sweep"
+	LoopCleanupPlan    = "cleanup_sweep"
+	LoopStatsRefresh   = "stats_refresh"
+	LoopQueueMetrics   = "queue_metrics"
+	queueMetricsPeriod = 15 * time.Second
+)
+
+// Config is what a master needs: its settings and the shared services it runs over.
+type Config struct {
+	Settings Settings
+	// Data is the data directory, shared with the workers (required). The master does
+	// not close it.
+	Data objstore.Store
+	// DataURI is the data directory's URI, for the uri column and logs.
+	DataURI string
+	// Coord is this process's etcd client (required; one per process). The master
+	// does not close it.
+	Coord *coord.Client
+	// Queue configures the task queue (zero: coord.DefaultQueueConfig()).
+	Queue *coord.QueueConfig
+	// InstanceID names this master in the cluster, task claims and logs (default:
+	// hostname plus a random suffix). Address is its advertised admin URL.
+	InstanceID string
+	Address    string
+	// Registerer receives the master's metrics (nil: a registry of its own); Gatherer
+	// serves /metrics (nil: the Registerer, when it is a *prometheus.Registry).
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// WALMetrics instruments the merges this master runs (nil: registered on
+	// Registerer; `lancectx serve` passes an unregistered set because its worker
+	// already registered the WAL metrics on the shared registry).
+	WALMetrics *wal.Metrics
+	Logger     *slog.Logger
+	// InitialLoadTimeout bounds the first load of the stats snapshot in New (default
+	// 10 s); if it fails the master starts with an empty snapshot marked stale and
+	// the refresh loop keeps trying.
+	InitialLoadTimeout time.Duration
+
+	// OnLoopPass and OnTaskDone are observation hooks for tests and benchmarks.
+	OnLoopPass func(LoopPass)
+	OnTaskDone func(TaskReport)
+}
+
+// Master is one replica of the control plane. Every master executes tasks and serves
+// the admin API from its in-memory stats snapshot; the one elected planner leader also
+// runs the stats scan and the sweeps. Nothing it does holds a lock across object-store
+// I/O except the one stats commit a scan round makes.
+type Master struct {
+	cfg      Config
+	set      Settings
+	log      *slog.Logger
+	id       string
+	started  time.Time
+	data     objstore.Store
+	coord    *coord.Client
+	queue    *coord.Queue
+	registry *registry.Registry
+	stats    *StatsStore
+	scanner  *Scanner
+	maint    *StatsMaintainer
+	loops    *Loops
+	met      *metrics
+	walMet   *wal.Metrics
+	reg      prometheus.Registerer
+	gather   prometheus.Gatherer
+
+	standby struct {
+		scan, merge, compact, cleanup *StandbyLoop
+	}
+	leader   atomic.Bool
+	leaderMu sync.Mutex // guards term
+	term     *coord.Leadership
+	// scanRounds counts the rounds of the current leadership term (maintenance runs on
+	// round 1 and every N after).
+	scanRounds atomic.Int64
+	// cleanupMu guards the cleanup planner's memory (leader only; never held across I/O).
+	cleanupMu     sync.Mutex
+	cleanupCursor string
+	cleanupAt     map[string]int64
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	runMu   sync.Mutex
+	running bool
+	closed  bool
+}
+
+// New builds a master: it loads the stats snapshot (bounded by InitialLoadTimeout) and
+// registers its metrics; Start runs it.
+func New(ctx context.Context, cfg Config) (*Master, error) {
+	if cfg.Data == nil {
+		return nil, errors.New("master: Config.Data is required")
+	}
+	if cfg.Coord == nil {
+		return nil, errors.New("master: Config.Coord is required")
+	}
+	set := cfg.Settings
+	if set == (Settings{}) {
+		set = DefaultSettings()
+	}
+	if err := set.Validate(); err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	set = set.withDefaults()
+	qcfg := coord.DefaultQueueConfig()
+	if cfg.Queue != nil {
+		qcfg = *cfg.Queue
+	}
+	q, err := coord.NewQueue(cfg.Coord, qcfg)
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = defaultInstanceID()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.InitialLoadTimeout <= 0 {
+		cfg.InitialLoadTimeout = 10 * time.Second
+	}
+	if cfg.Registerer == nil && cfg.Gatherer == nil {
+		r := prometheus.NewRegistry()
+		cfg.Registerer, cfg.Gatherer = r, r
+	} else if cfg.Gatherer == nil {
+		g, ok := cfg.Registerer.(prometheus.Gatherer)
+		if !ok {
+			return nil, errors.New("master: Config.Gatherer is required when Registerer is not a *prometheus.Registry")
+		}
+		cfg.Gatherer = g
+	} else if cfg.Registerer == nil {
+		return nil, errors.New("master: Config.Registerer is required with a Gatherer")
+	}
+	m := &Master{cfg: cfg, set: set, id: cfg.InstanceID, started: time.Now(), data: cfg.Data, coord: cfg.Coord,
+		queue: q, reg: cfg.Registerer, gather: cfg.Gatherer, cleanupAt: map[string]int64{}}
+	m.log = cfg.Logger.With("master", m.id)
+	m.registry = registry.New(cfg.Data, "rollout")
+	m.stats = NewStatsStore(objstore.Prefixed(cfg.Data, StatsDataset))
+	m.scanner = NewScanner(cfg.Data, m.registry, m.stats, m.log, m.reg)
+	m.scanner.SetURIBase(cfg.DataURI)
+	m.scanner.SetLimits(set.ScanConcurrency, set.ObserveTimeout)
+	m.scanner.SetWriterLock(m.statsWriterLock)
+	m.maint = NewStatsMaintainer(m.stats, m.log, m.reg)
+	m.maint.SetStateStore(&etcdState{c: cfg.Coord})
+	m.walMet = cfg.WALMetrics
+	if m.walMet == nil {
+		m.walMet = wal.NewMetrics(m.reg)
+	}
+	m.met = newMetrics(m.reg, m)
+	m.loops = NewLoops(m.log, m.reg)
+	if cfg.OnLoopPass != nil {
+		m.loops.SetObserver(cfg.OnLoopPass)
+	}
+	m.standby.scan = m.loops.Standby(Loop{Name: LoopStatsScan, Interval: set.StatsScanInterval, Timeout: set.StatsScanTimeout, Run: m.scanPass})
+	m.standby.merge = m.loops.Standby(Loop{Name: LoopMergeWALSweep, Interval: set.MergeWALInterval, Run: m.mergeSweep})
+	m.standby.compact = m.loops.Standby(Loop{Name: LoopCompaction, Interval: set.CompactionInterval, Run: m.compactionSweep})
+	m.standby.cleanup = m.loops.Standby(Loop{Name: LoopCleanupPlan, Interval: set.CleanupInterval, Run: m.cleanupSweep})
+
+	lctx, cancel := context.WithTimeout(ctx, cfg.InitialLoadTimeout)
+	t0 := time.Now()
+	_, err = m.stats.Reload(lctx)
+	cancel()
+	if err != nil {
+		m.log.Warn("master: stats snapshot not loaded at start; serving an empty, stale snapshot until the refresh loop loads it",
+			"err", err, "seconds", time.Since(t0).Seconds())
+	} else {
+		m.log.Info("master: stats snapshot loaded", "version", m.stats.Snapshot().Version,
+			"experiments", len(m.stats.Snapshot().Rows), "seconds", time.Since(t0).Seconds())
+	}
+	return m, nil
+}
+
+func defaultInstanceID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "master"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// ID is this master's instance id.
+func (m *Master) ID() string { return m.id }
+
+// Stats is the stats store (its snapshot is what the API serves).
+func (m *Master) Stats() *StatsStore { return m.stats }
+
+// Queue is the task queue.
+func (m *Master) Queue() *coord.Queue { return m.queue }
+
+// Loops is the loop runner (health of every loop).
+func (m *Master) Loops() *Loops { return m.loops }
+
+// Maintainer is the _stats maintainer.
+func (m *Master) Maintainer() *StatsMaintainer { return m.maint }
+
+// IsLeader reports whether this master currently leads the planner.
+func (m *Master) IsLeader() bool { return m.leader.Load() }
+
+// Settings returns the effective settings.
+func (m *Master) Settings() Settings { return m.set }
+
+// Start runs the master until Close (or ctx ends): the executor, the stats refresh,
+// the planner campaign and, while leading, the planner loops.
+func (m *Master) Start(ctx context.Context) {
+	m.runMu.Lock()
+	defer m.runMu.Unlock()
+	if m.running || m.closed {
+		return
+	}
+	m.running = true
+	ctx, m.cancel = context.WithCancel(ctx)
+	// A refresh is a listing and, when the version changed, one read of the table: its
+	// deadline leaves room for a loaded store rather than failing at one interval.
+	m.loops.Start(ctx, Loop{Name: LoopStatsRefresh, Interval: m.set.StatsRefreshInterval,
+		Timeout: max(m.set.StatsRefreshInterval, 5*time.Second), Run: m.refreshPass})
+	m.loops.Start(ctx, Loop{Name: LoopQueueMetrics, Interval: queueMetricsPeriod, Run: m.queueMetricsPass})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.runExecutor(ctx)
+	}()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.campaign(ctx)
+	}()
+	m.log.Info("master: started", "address", m.cfg.Address, "data_dir", m.cfg.DataURI)
+}
+
+// Close stops every loop and executor goroutine, resigns the leadership (so another
+// master takes over at once, without waiting for the lease) and waits for running
+// tasks to stop (bounded by ctx; tasks cut short are requeued by the queue's recovery
+// once this process's lease ends: close the coord.Client after the master).
+func (m *Master) Close(ctx context.Context) error {
+	m.runMu.Lock()
+	if m.closed {
+		m.runMu.Unlock()
+		return nil
+	}
+	m.closed = true
+	cancel := m.cancel
+	m.runMu.Unlock()
+	// Cancelling stops the campaign, the executor and the loops; a leader resigns as soon
+	// as its loops have returned (not before: two planners must never overlap).
+	if cancel != nil {
+		cancel()
+	}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		m.log.Info("master: stopped")
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("master: close: %w", ctx.Err())
+	}
+}
+
+// statsWriterLock backs the scanner's WriterLock with the etcd lock.
+func (m *Master) statsWriterLock(ctx context.Context, wait time.Duration) (func(), error) {
+	var (
+		l   *coord.Lock
+		err error
+	)
+	if wait < 0 {
+		l, err = m.coord.Lock(ctx, StatsWriterLock)
+	} else {
+		l, err = m.coord.TryLock(ctx, StatsWriterLock, wait)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.Unlock(uctx); err != nil && !errors.Is(err, coord.ErrNotOwner) {
+			m.log.Warn("master: stats-writer unlock", "err", err)
+		}
+	}, nil
+}
+
+// candidate is what a master campaigns with: Leader and the cluster view read it.
+type candidate struct {
+	ID        string    `json:"id"`
+	Address   string    `json:"address,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+func (m *Master) candidateValue() string {
+	b, _ := json.Marshal(candidate{ID: m.id, Address: m.cfg.Address, StartedAt: m.started.UTC()})
+	return string(b)
+}
+
+func parseCandidate(v string) candidate {
+	var c candidate
+	if err := json.Unmarshal([]byte(v), &c); err != nil || c.ID == "" {
+		return candidate{ID: strings.TrimSpace(v)}
+	}
+	return c
+}

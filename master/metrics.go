@@ -1,0 +1,109 @@
+package master
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// jobBuckets suit task durations: seconds to half an hour (the reference's job buckets).
+var jobBuckets = []float64{0.1, 0.5, 2, 10, 30, 120, 600, 1800}
+
+// metrics are the master's own metrics beyond the scanner's, the maintainer's and the
+// loops' (each registers its own). Every one has HELP and TYPE; no label is unbounded.
+type metrics struct {
+	isLeader          prometheus.Gauge
+	enqueued          *prometheus.CounterVec
+	tasks             *prometheus.CounterVec
+	taskDuration      *prometheus.HistogramVec
+	scheduleToBind    *prometheus.HistogramVec
+	queueDepth        *prometheus.GaugeVec
+	poolInUse         *prometheus.GaugeVec
+	sweepTasks        *prometheus.CounterVec
+	mergeSweepDeduped prometheus.Gauge
+	generationsMerged prometheus.Counter
+	compactionPhase   *prometheus.HistogramVec
+	statsRefresh      *prometheus.CounterVec
+	statsRefreshWait  prometheus.Histogram
+	cleanupObjects    prometheus.Counter
+	servedStale       prometheus.Counter
+	httpRequests      *prometheus.CounterVec
+	httpDuration      *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
+	kinds := append([]string(nil), taskKinds...)
+	x := &metrics{
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_is_leader",
+			Help: "1 while this master leads the planner (runs the stats scan and the sweeps), else 0."}),
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_task_enqueued_total",
+			Help: "Tasks enqueued by this master, by kind and result (created, or deduplicated against a queued or running task)."}, []string{"kind", "result"}),
+		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_tasks_total",
+			Help: "Tasks executed by this master, by kind and result (success, failed: includes deadline overruns, lost claims and interruptions)."}, []string{"kind", "result"}),
+		taskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_task_duration_seconds",
+			Help: "Execution time of tasks on this master, by kind.", Buckets: jobBuckets}, []string{"kind"}),
+		scheduleToBind: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_task_schedule_to_bind_seconds",
+			Help:    "Time from a task becoming claimable to this master starting it, by kind: executor capacity versus demand.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600, 3600}}, []string{"kind"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_task_queue_depth",
+			Help: "Unfinished tasks by kind and state (queued, waiting on dependencies, running), refreshed every 15 s."}, []string{"kind", "state"}),
+		poolInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_task_pool_in_use",
+			Help: "Executor slots of this master by state: claiming (waiting for a task) or running (TASK_CONCURRENCY in all)."}, []string{"state"}),
+		sweepTasks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_sweep_tasks_total",
+			Help: "Tasks the planner's sweeps asked for, by sweep and result (created, deduplicated)."}, []string{"sweep", "result"}),
+		mergeSweepDeduped: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_merge_sweep_deduped",
+			Help: "Candidates of the last merge-WAL sweep that already had a queued or running merge task."}),
+		generationsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_merge_wal_generations_reclaimed_total",
+			Help: "WAL generations merged into base tables by merge_wal tasks on this master."}),
+		compactionPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_compaction_phase_duration_seconds",
+			Help:    "Phases of compact tasks: compact (rewrite and commit) and stats_refresh (bounded by STATS_WRITER_WAIT_MS plus one observation).",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 600}}, []string{"phase"}),
+		statsRefresh: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_compaction_stats_refresh_total",
+			Help: "Stats refreshes after compactions by outcome: persisted, writer_busy (skipped after STATS_WRITER_WAIT_MS), skipped (other error)."}, []string{"outcome"}),
+		statsRefreshWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "master_compaction_stats_refresh_wait_seconds",
+			Help:    "Wait of post-compaction stats refreshes for the stats-writer lock (never above STATS_WRITER_WAIT_MS).",
+			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5}}),
+		cleanupObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_cleanup_objects_deleted_total",
+			Help: "Objects deleted by dataset version-cleanup tasks on this master."}),
+		servedStale: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_experiments_served_stale_total",
+			Help: "Experiment listings answered from a snapshot older than three scan intervals (stale: true)."}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_http_requests_total",
+			Help: "Admin API requests by method, route and status."}, []string{"method", "path", "status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_http_request_duration_seconds",
+			Help:    "Admin API request durations by method and route.",
+			Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5}}, []string{"method", "path"}),
+	}
+	for _, k := range kinds {
+		for _, r := range []string{"created", "deduplicated"} {
+			x.enqueued.WithLabelValues(k, r)
+		}
+		for _, r := range []string{"success", "failed"} {
+			x.tasks.WithLabelValues(k, r)
+		}
+		x.taskDuration.WithLabelValues(k)
+		for _, st := range []string{"queued", "waiting", "running"} {
+			x.queueDepth.WithLabelValues(k, st)
+		}
+	}
+	for _, s := range []string{"claiming", "running"} {
+		x.poolInUse.WithLabelValues(s)
+	}
+	for _, o := range []string{"persisted", "writer_busy", "skipped"} {
+		x.statsRefresh.WithLabelValues(o)
+	}
+	if reg != nil {
+		reg.MustRegister(x.isLeader, x.enqueued, x.tasks, x.taskDuration, x.scheduleToBind, x.queueDepth, x.poolInUse,
+			x.sweepTasks, x.mergeSweepDeduped, x.generationsMerged, x.compactionPhase, x.statsRefresh, x.statsRefreshWait,
+			x.cleanupObjects, x.servedStale, x.httpRequests, x.httpDuration)
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "master_stats_snapshot_age_seconds",
+			Help: "Age of the newest observation in this master's stats snapshot (what GET /api/v1/experiments serves)."},
+			func() float64 {
+				s := m.stats.Snapshot()
+				if s.NewestScan.IsZero() {
+					return 0
+				}
+				return time.Since(s.NewestScan).Seconds()
+			}))
+	}
+	return x
+}

@@ -1,0 +1,272 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lancectx/lancectx/coord"
+)
+
+// campaign keeps this master a candidate for the planner role; while it leads, the
+// planner loops and the queue recoverer run under the leadership's context, so they
+// all stop the moment the term ends (lease lost, resignation, shutdown).
+func (m *Master) campaign(ctx context.Context) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		lead, err := m.coord.Campaign(ctx, PlannerRole, m.candidateValue())
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.log.Warn("master: planner campaign failed; retrying", "err", err, "retry_in", backoff.String())
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, 10*time.Second)
+			continue
+		}
+		backoff = time.Second
+		m.lead(ctx, lead)
+	}
+}
+
+// lead runs one leadership term.
+func (m *Master) lead(ctx context.Context, lead *coord.Leadership) {
+	m.leaderMu.Lock()
+	m.term = lead
+	m.leaderMu.Unlock()
+	m.leader.Store(true)
+	m.met.isLeader.Set(1)
+	m.scanRounds.Store(0)
+	m.cleanupMu.Lock()
+	m.cleanupCursor, m.cleanupAt = "", map[string]int64{}
+	m.cleanupMu.Unlock()
+	m.log.Info("master: planner leadership won", "token", lead.Token())
+
+	tctx, cancel := context.WithCancel(lead.Ctx())
+	var wg sync.WaitGroup
+	for _, l := range []*StandbyLoop{m.standby.scan, m.standby.merge, m.standby.compact, m.standby.cleanup} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.RunActive(tctx)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.queue.RunRecoverer(tctx, m.set.RecoveryInterval)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-lead.Done():
+	}
+	cancel()
+	wg.Wait()
+	m.leader.Store(false)
+	m.met.isLeader.Set(0)
+	m.leaderMu.Lock()
+	m.term = nil
+	m.leaderMu.Unlock()
+	if ctx.Err() != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = lead.Resign(rctx)
+		rcancel()
+	}
+	m.log.Info("master: planner leadership ended", "token", lead.Token())
+}
+
+// scanPass is one stats scan round; on the leader's first round and every Nth round
+// after, it enqueues a _stats maintenance task (bounded, run by any master's executor,
+// holding no lock). Enqueueing never fails the round.
+func (m *Master) scanPass(ctx context.Context) error {
+	res, err := m.scanner.Scan(ctx)
+	if err != nil {
+		return err
+	}
+	m.maint.publish(m.maint.State(), res.Version)
+	round := m.scanRounds.Add(1)
+	n := int64(m.set.StatsMaintenanceEveryNScans)
+	if n > 0 && (round == 1 || round%n == 0) && !errors.Is(ctx.Err(), context.Canceled) {
+		// The round may have used its whole deadline; the enqueue gets a bound of its own.
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		t, created, err := m.enqueue(ectx, taskRequest{Kind: KindStatsMaintenance, Target: StatsTarget})
+		if err != nil {
+			m.log.Warn("stats scan: could not enqueue _stats maintenance; the next due round tries again", "round", round, "err", err)
+		} else {
+			m.log.Info("stats scan: _stats maintenance due", "round", round, "task", t.ID, "created", created)
+		}
+	}
+	return nil
+}
+
+// candidateRow is an experiment and the backlog that makes it a sweep candidate.
+type candidateRow struct {
+	name    string
+	backlog int64
+}
+
+// pickCandidates returns the rows at or over threshold, worst first (then by name):
+// the order is decided before any limit applies, so a huge backlog is never passed
+// over for small ones.
+func pickCandidates(rows []ExperimentStats, threshold int64, backlog func(ExperimentStats) int64) []candidateRow {
+	var out []candidateRow
+	for _, r := range rows {
+		if b := backlog(r); b >= threshold {
+			out = append(out, candidateRow{name: r.Name, backlog: b})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].backlog != out[j].backlog {
+			return out[i].backlog > out[j].backlog
+		}
+		return out[i].name < out[j].name
+	})
+	return out
+}
+
+// sweepResult counts what a sweep did.
+type sweepResult struct {
+	candidates, created, deduped int
+}
+
+// enqueueSweep enqueues kind for candidates in order until SweepMaxNewTasks new tasks
+// exist; already queued or running ones (dedupe) do not count toward the bound, so a
+// sweep never spends its budget on no-ops.
+func (m *Master) enqueueSweep(ctx context.Context, sweep, kind string, cands []candidateRow) (sweepResult, error) {
+	res := sweepResult{candidates: len(cands)}
+	var errs []error
+	for _, c := range cands {
+		if res.created >= m.set.SweepMaxNewTasks || ctx.Err() != nil {
+			break
+		}
+		_, created, err := m.enqueue(ctx, taskRequest{Kind: kind, Target: c.name})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", kind, c.name, err))
+			if len(errs) >= 8 {
+				break
+			}
+			continue
+		}
+		if created {
+			res.created++
+		} else {
+			res.deduped++
+		}
+	}
+	m.met.sweepTasks.WithLabelValues(sweep, "created").Add(float64(res.created))
+	m.met.sweepTasks.WithLabelValues(sweep, "deduplicated").Add(float64(res.deduped))
+	m.log.Info("sweep done", "sweep", sweep, "candidates", res.candidates, "created", res.created, "deduplicated", res.deduped,
+		"errors", len(errs))
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	// Some enqueues failing fails the pass only when nothing got through: one bad target
+	// must not mark the whole loop unhealthy.
+	if len(errs) > 0 && res.created+res.deduped == 0 {
+		return res, errors.Join(errs...)
+	}
+	return res, nil
+}
+
+// mergeSweep enqueues merge_wal for experiments with at least MERGE_WAL_MIN_GENERATIONS
+// pending generations, worst first. It reads the snapshot only.
+func (m *Master) mergeSweep(ctx context.Context) error {
+	cands := pickCandidates(m.stats.Snapshot().Rows, int64(m.set.MergeWALMinGenerations),
+		func(r ExperimentStats) int64 { return r.PendingWALGenerations })
+	res, err := m.enqueueSweep(ctx, LoopMergeWALSweep, KindMergeWAL, cands)
+	m.met.mergeSweepDeduped.Set(float64(res.deduped))
+	return err
+}
+
+// compactionSweep enqueues compact for experiments with at least MIN_FRAGMENTS
+// fragments, most fragments first. It reads the snapshot only.
+func (m *Master) compactionSweep(ctx context.Context) error {
+	cands := pickCandidates(m.stats.Snapshot().Rows, int64(m.set.MinFragments),
+		func(r ExperimentStats) int64 { return r.FragmentCount })
+	_, err := m.enqueueSweep(ctx, LoopCompaction, KindCompact, cands)
+	return err
+}
+
+// cleanupSweep plans version cleanup for every dataset: in name order from a cursor,
+// the datasets whose version advanced by CLEANUP_MIN_NEW_VERSIONS since their last
+// planned cleanup (or never had one this term) get a bounded cleanup task, at most
+// SweepMaxNewTasks per pass; the cursor wraps, so every dataset is visited in turn
+// whatever the fleet size. It reads the snapshot only.
+func (m *Master) cleanupSweep(ctx context.Context) error {
+	rows := m.stats.Snapshot().Rows // sorted by name
+	m.cleanupMu.Lock()
+	cursor := m.cleanupCursor
+	planned := make([]candidateRow, 0)
+	start := sort.Search(len(rows), func(i int) bool { return rows[i].Name > cursor })
+	last := cursor
+	for k := 0; k < len(rows) && len(planned) < m.set.SweepMaxNewTasks; k++ {
+		r := rows[(start+k)%len(rows)]
+		last = r.Name
+		at, seen := m.cleanupAt[r.Name]
+		if seen && r.Version-at < int64(m.set.CleanupMinNewVersions) {
+			continue
+		}
+		planned = append(planned, candidateRow{name: r.Name, backlog: r.Version})
+	}
+	m.cleanupMu.Unlock()
+	res, err := m.enqueueSweep(ctx, LoopCleanupPlan, KindCleanup, planned)
+	m.cleanupMu.Lock()
+	if res.created+res.deduped > 0 || len(planned) == 0 {
+		m.cleanupCursor = last
+	}
+	for _, c := range planned[:min(len(planned), res.created+res.deduped)] {
+		m.cleanupAt[c.name] = c.backlog
+	}
+	m.cleanupMu.Unlock()
+	return err
+}
+
+// refreshPass reloads the stats snapshot from the latest version (every master; one
+// listing request when nothing changed) and republishes the maintenance gauges from
+// the shared state.
+func (m *Master) refreshPass(ctx context.Context) error {
+	if _, err := m.stats.Reload(ctx); err != nil {
+		return err
+	}
+	if _, err := m.maint.Refresh(ctx); err != nil {
+		return fmt.Errorf("read stats maintenance state: %w", err)
+	}
+	return nil
+}
+
+// queueMetricsPass publishes the queue depth by kind and state.
+func (m *Master) queueMetricsPass(ctx context.Context) error {
+	depth, err := m.queue.Depth(ctx)
+	if err != nil {
+		return err
+	}
+	// Every kind has its series, at 0 when it has no unfinished task.
+	for _, k := range taskKinds {
+		for _, st := range []string{"queued", "waiting", "running"} {
+			m.met.queueDepth.WithLabelValues(k, st).Set(0)
+		}
+	}
+	for _, d := range depth {
+		m.met.queueDepth.WithLabelValues(d.Kind, "queued").Set(float64(d.Queued))
+		m.met.queueDepth.WithLabelValues(d.Kind, "waiting").Set(float64(d.Waiting))
+		m.met.queueDepth.WithLabelValues(d.Kind, "running").Set(float64(d.Running))
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

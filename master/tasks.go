@@ -1,0 +1,437 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/wal"
+)
+
+// Task kinds the masters execute. Optimize is not a kind of its own: it is the chain
+// merge_wal -> compact -> cleanup (dependencies), created by POST .../optimize or
+// POST /api/v1/tasks {"kind":"optimize"}.
+const (
+	KindMergeWAL         = "merge_wal"
+	KindCompact          = "compact"
+	KindCleanup          = "cleanup"
+	KindStatsMaintenance = "stats_maintenance"
+	KindOptimize         = "optimize"
+	// StatsTarget is the target of stats_maintenance tasks.
+	StatsTarget = "_stats"
+)
+
+// taskKinds are the kinds every executor claims.
+var taskKinds = []string{KindMergeWAL, KindCompact, KindCleanup, KindStatsMaintenance}
+
+// deadline retries: a task that overran its deadline is failed (releasing its target)
+// and enqueued again after retryBackoff(n), at most maxDeadlineRetries times; the
+// queue's failure cooldown adds its own backoff on top when failures keep coming.
+const maxDeadlineRetries = 3
+
+func retryBackoff(n int) time.Duration { return min(5*time.Second<<n, time.Minute) }
+
+// taskPayload is the JSON payload of a task.
+type taskPayload struct {
+	// Retry counts re-enqueues after deadline overruns.
+	Retry int `json:"retry,omitempty"`
+	// Origin says who asked: "sweep", "api", "scan", "retry".
+	Origin string `json:"origin,omitempty"`
+}
+
+// taskRequest is an enqueue request.
+type taskRequest struct {
+	Kind      string
+	Target    string
+	DependsOn []string
+	// Manual requests (the admin API) skip the failure cooldown.
+	Manual  bool
+	Payload taskPayload
+}
+
+// taskTimeout is the claim deadline of a kind. Maintenance passes bound themselves by
+// MAINTENANCE_TIMEOUT_SECS; their claim deadline adds a margin for the bookkeeping.
+func (m *Master) taskTimeout(kind string) time.Duration {
+	switch kind {
+	case KindMergeWAL:
+		return m.set.MergeTimeout
+	case KindCompact:
+		return m.set.CompactionTimeout
+	default:
+		return m.set.MaintenanceTimeout + m.set.MaintenanceTimeout/10 + 10*time.Second
+	}
+}
+
+func (m *Master) enqueue(ctx context.Context, req taskRequest) (coord.Task, bool, error) {
+	if req.Payload.Origin == "" {
+		req.Payload.Origin = "sweep"
+		if req.Manual {
+			req.Payload.Origin = "api"
+		}
+	}
+	payload, err := json.Marshal(req.Payload)
+	if err != nil {
+		return coord.Task{}, false, err
+	}
+	t, created, err := m.queue.Enqueue(ctx, coord.TaskSpec{Kind: req.Kind, Target: req.Target, DependsOn: req.DependsOn,
+		Payload: payload, Timeout: m.taskTimeout(req.Kind), IgnoreCooldown: req.Manual})
+	if err != nil {
+		return t, false, err
+	}
+	result := "deduplicated"
+	if created {
+		result = "created"
+	}
+	m.met.enqueued.WithLabelValues(req.Kind, result).Inc()
+	return t, created, nil
+}
+
+// enqueueOptimize creates the merge_wal -> compact -> cleanup chain of target. The
+// merge task is deduplicated against one already queued or running; the other two
+// depend on their predecessor, so they run in order and fail if it fails.
+func (m *Master) enqueueOptimize(ctx context.Context, target string, manual bool) ([]coord.Task, error) {
+	merge, _, err := m.enqueue(ctx, taskRequest{Kind: KindMergeWAL, Target: target, Manual: manual})
+	if err != nil {
+		return nil, err
+	}
+	compact, _, err := m.enqueue(ctx, taskRequest{Kind: KindCompact, Target: target, DependsOn: []string{merge.ID}, Manual: manual})
+	if err != nil {
+		return []coord.Task{merge}, err
+	}
+	cleanup, _, err := m.enqueue(ctx, taskRequest{Kind: KindCleanup, Target: target, DependsOn: []string{compact.ID}, Manual: manual})
+	if err != nil {
+		return []coord.Task{merge, compact}, err
+	}
+	return []coord.Task{merge, compact, cleanup}, nil
+}
+
+// TaskReport describes one task execution on this master (OnTaskDone hook).
+type TaskReport struct {
+	ID, Kind, Target string
+	Master           string
+	Start            time.Time
+	Duration         time.Duration
+	// Outcome is "done", "failed", "deadline", "claim_lost" or "interrupted" (the
+	// master stopped; the queue's recovery requeues the task).
+	Outcome string
+	Detail  string
+	Err     error
+	// StatsRefreshWait is how long a compaction's stats refresh waited for the
+	// stats-writer lock; StatsRefreshPersisted whether the row was written.
+	StatsRefreshWait      time.Duration
+	StatsRefreshPersisted bool
+}
+
+// runExecutor runs TASK_CONCURRENCY claim loops until ctx ends.
+func (m *Master) runExecutor(ctx context.Context) {
+	var wg sync.WaitGroup
+	for slot := 0; slot < m.set.TaskConcurrency; slot++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.executorSlot(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func (m *Master) executorSlot(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		m.met.poolInUse.WithLabelValues("claiming").Inc()
+		cl, err := m.queue.Claim(ctx, m.id, taskKinds)
+		m.met.poolInUse.WithLabelValues("claiming").Dec()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.log.Warn("executor: claim failed", "err", err, "retry_in", backoff.String())
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		m.met.poolInUse.WithLabelValues("running").Inc()
+		m.execute(ctx, cl)
+		m.met.poolInUse.WithLabelValues("running").Dec()
+	}
+}
+
+// execute runs one claimed task under the claim's context (its deadline, the lease)
+// and this master's, heartbeats it, and records the outcome.
+func (m *Master) execute(ctx context.Context, cl *coord.Claim) {
+	t := cl.Task()
+	start := time.Now()
+	if !t.CreatedAt.IsZero() {
+		ready := t.CreatedAt
+		if t.NotBefore.After(ready) {
+			ready = t.NotBefore
+		}
+		m.met.scheduleToBind.WithLabelValues(t.Kind).Observe(max(start.Sub(ready), 0).Seconds())
+	}
+	rctx, cancel := context.WithCancel(cl.Ctx())
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel) // shutdown interrupts the task too
+	defer stop()
+	hbDone := make(chan struct{})
+	go m.heartbeat(rctx, cl, hbDone)
+	log := m.log.With("task", t.ID, "kind", t.Kind, "target", t.Target)
+	log.Info("task started", "attempt", t.Attempts, "deadline", t.Deadline)
+	rep := TaskReport{ID: t.ID, Kind: t.Kind, Target: t.Target, Master: m.id, Start: start}
+	detail, err := m.runTask(rctx, t, &rep)
+	cancel()
+	<-hbDone
+	rep.Duration = time.Since(start)
+	m.met.taskDuration.WithLabelValues(t.Kind).Observe(rep.Duration.Seconds())
+	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer fcancel()
+	switch {
+	case err == nil:
+		rep.Outcome, rep.Detail = "done", detail
+		if ferr := cl.Complete(fctx, detail); ferr != nil {
+			rep.Outcome, rep.Err = "claim_lost", ferr
+			log.Warn("task done but its completion was refused", "err", ferr, "detail", detail)
+		} else {
+			log.Info("task done", "detail", detail, "seconds", rep.Duration.Seconds())
+		}
+	case ctx.Err() != nil:
+		// Shutdown: leave the task to the queue's recovery (its claim goes with this
+		// process's lease), which requeues it; handlers are idempotent.
+		rep.Outcome, rep.Err = "interrupted", err
+		log.Info("task interrupted by shutdown; recovery requeues it", "err", err)
+	case !t.Deadline.IsZero() && !time.Now().Before(t.Deadline):
+		rep.Outcome, rep.Err = "deadline", err
+		m.failTask(fctx, cl, fmt.Errorf("deadline %s exceeded: %w", t.Timeout, err), log)
+		m.retryLater(ctx, t)
+	case cl.Ctx().Err() != nil:
+		rep.Outcome, rep.Err = "claim_lost", err
+		log.Warn("task claim lost while running; another executor takes it over", "err", err)
+	default:
+		rep.Outcome, rep.Err = "failed", err
+		m.failTask(fctx, cl, err, log)
+	}
+	result := "success"
+	if rep.Outcome != "done" {
+		result = "failed"
+	}
+	m.met.tasks.WithLabelValues(t.Kind, result).Inc()
+	if f := m.cfg.OnTaskDone; f != nil {
+		f(rep)
+	}
+}
+
+func (m *Master) failTask(ctx context.Context, cl *coord.Claim, err error, log *slog.Logger) {
+	if ferr := cl.Fail(ctx, err); ferr != nil {
+		log.Warn("task failed and its failure could not be recorded", "err", err, "record_err", ferr)
+		return
+	}
+	log.Warn("task failed", "err", err)
+}
+
+// retryLater enqueues a task that overran its deadline again after a backoff.
+func (m *Master) retryLater(ctx context.Context, t coord.Task) {
+	var p taskPayload
+	_ = json.Unmarshal(t.Payload, &p)
+	if p.Retry >= maxDeadlineRetries || len(t.DependsOn) > 0 {
+		return
+	}
+	d := retryBackoff(p.Retry)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if !sleepCtx(ctx, d) {
+			return
+		}
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		nt, _, err := m.enqueue(ectx, taskRequest{Kind: t.Kind, Target: t.Target, Payload: taskPayload{Retry: p.Retry + 1, Origin: "retry"}})
+		if err != nil {
+			m.log.Warn("task retry after deadline not enqueued; the next sweep will", "task", t.ID, "err", err)
+			return
+		}
+		m.log.Info("task retried after its deadline", "task", t.ID, "retry", p.Retry+1, "new_task", nt.ID)
+	}()
+}
+
+// heartbeat records liveness in the task record until ctx ends; a lost claim stops
+// the task (Heartbeat cancels the claim's context).
+func (m *Master) heartbeat(ctx context.Context, cl *coord.Claim, done chan<- struct{}) {
+	defer close(done)
+	every := min(max(m.coord.LeaseTTL()/3, time.Second), 10*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			hctx, cancel := context.WithTimeout(ctx, every)
+			err := cl.Heartbeat(hctx)
+			cancel()
+			if errors.Is(err, coord.ErrClaimLost) {
+				return
+			}
+		}
+	}
+}
+
+// runTask dispatches one task. Every handler is idempotent (execution is at least once).
+func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (string, error) {
+	switch t.Kind {
+	case KindMergeWAL:
+		return m.runMergeWAL(ctx, t.Target)
+	case KindCompact:
+		return m.runCompact(ctx, t.Target, rep)
+	case KindCleanup:
+		return m.runCleanup(ctx, t.Target)
+	case KindStatsMaintenance:
+		res, err := m.maint.Run(ctx, StatsMaintenanceOptions{HistoryTTL: m.set.StatsHistoryTTL,
+			MaxObjects: m.set.StatsMaintenanceMaxObjects, Timeout: m.set.MaintenanceTimeout})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("removed %d versions (%d objects); complete=%t; unreclaimed %d versions",
+			res.Cleanup.VersionsRemoved, res.Cleanup.ObjectsDeleted, res.Cleanup.Complete, res.Unreclaimed), nil
+	}
+	return "", fmt.Errorf("unknown task kind %q", t.Kind)
+}
+
+func (m *Master) datasetStore(name string) objstore.Store {
+	return objstore.Prefixed(m.data, m.registry.DatasetDir(name))
+}
+
+// runMergeWAL merges the sealed generations of every shard of the dataset into the
+// base table (wal.MergeShard: exactly once, safe while each shard's owner appends),
+// a bounded number of passes per shard. No rows pass through the master.
+func (m *Master) runMergeWAL(ctx context.Context, target string) (string, error) {
+	st := m.datasetStore(target)
+	p, err := wal.PendingGenerations(ctx, st)
+	if err != nil {
+		return "", fmt.Errorf("merge_wal %s: %w", target, err)
+	}
+	shards := make([]string, 0, len(p.PerShard))
+	for id, n := range p.PerShard {
+		if n > 0 {
+			shards = append(shards, id)
+		}
+	}
+	sort.Strings(shards)
+	opts := wal.MergeOptions{MaxGenerations: m.set.MergeMaxGenerations, MaxBytes: m.set.MergeMaxBytes}
+	var merged, left int
+	var rows int64
+	var errs []error
+	for _, shard := range shards {
+		for pass := 0; pass < m.set.MergeMaxPasses; pass++ {
+			r, err := wal.MergeShard(ctx, st, shard, rollout.KeyColumn, opts, m.walMet, m.log.With("store", target))
+			merged += r.Generations
+			rows += r.Rows
+			if err != nil {
+				errs = append(errs, fmt.Errorf("shard %s: %w", shard, err))
+				break
+			}
+			if r.Pending == 0 || r.Generations == 0 || pass == m.set.MergeMaxPasses-1 {
+				left += r.Pending
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	m.met.generationsMerged.Add(float64(merged))
+	detail := fmt.Sprintf("merged %d generations (%d rows) across %d shards; %d pending", merged, rows, len(shards), left)
+	if err := errors.Join(errs...); err != nil {
+		return detail, fmt.Errorf("merge_wal %s: %s: %w", target, detail, err)
+	}
+	return detail, nil
+}
+
+// runCompact compacts the dataset, then refreshes its stats row with a bounded wait
+// for the stats writer: the compaction is committed already, so a busy writer only
+// means the next scan round refreshes the row. The task never holds its slot longer
+// than STATS_WRITER_WAIT_MS for the refresh's lock.
+func (m *Master) runCompact(ctx context.Context, target string, rep *TaskReport) (string, error) {
+	t0 := time.Now()
+	ds, err := lance.OpenStore(ctx, m.datasetStore(target))
+	if err != nil {
+		return "", fmt.Errorf("compact %s: %w", target, err)
+	}
+	_, res, err := ds.Compact(ctx, lance.CompactOptions{TargetRowsPerFragment: m.set.TargetRowsPerFragment,
+		TargetBytesPerFragment: m.set.CompactionMaxBytesPerFile, Logger: m.log, Name: target})
+	m.met.compactionPhase.WithLabelValues("compact").Observe(time.Since(t0).Seconds())
+	if err != nil {
+		return "", fmt.Errorf("compact %s: %w", target, err)
+	}
+	detail := fmt.Sprintf("removed %d / added %d fragments, version %d", res.FragmentsRemoved, res.FragmentsAdded, res.Version)
+	if res.FragmentsRemoved == 0 && res.FragmentsAdded == 0 {
+		return detail + "; nothing to compact", nil
+	}
+	refresh := m.refreshAfterCompaction(ctx, target)
+	rep.StatsRefreshWait, rep.StatsRefreshPersisted = refresh.LockWait, refresh.Persisted
+	if refresh.Persisted {
+		detail += "; stats refreshed"
+	} else {
+		detail += "; stats refresh skipped (" + refresh.Skipped + "), the next scan round refreshes the row"
+	}
+	return detail, nil
+}
+
+// refreshAfterCompaction upserts the experiment's row with the compaction recorded: the
+// wait for the writer and the locked write are each bounded by STATS_WRITER_WAIT_MS.
+func (m *Master) refreshAfterCompaction(ctx context.Context, target string) RefreshResult {
+	t0 := time.Now()
+	wait := m.set.StatsWriterWait
+	now := time.Now().UnixMilli()
+	res, err := m.scanner.RefreshOne(ctx, target, wait, func(row *ExperimentStats, prev ExperimentStats, ok bool) {
+		row.LastCompaction = now
+		row.TotalCompactions = 1
+		if ok {
+			row.TotalCompactions = prev.TotalCompactions + 1
+		}
+	})
+	m.met.compactionPhase.WithLabelValues("stats_refresh").Observe(time.Since(t0).Seconds())
+	m.met.statsRefreshWait.Observe(res.LockWait.Seconds())
+	if err != nil {
+		res.Skipped = err.Error()
+	}
+	outcome := "persisted"
+	if !res.Persisted {
+		outcome = "skipped"
+		if res.WriterBusy {
+			outcome = "writer_busy"
+		}
+	}
+	m.met.statsRefresh.WithLabelValues(outcome).Inc()
+	return res
+}
+
+// runCleanup removes old versions of the dataset and the files only they reference,
+// bounded by CLEANUP_MAX_OBJECTS and MAINTENANCE_TIMEOUT_SECS; the next planned task
+// continues where this one stopped.
+func (m *Master) runCleanup(ctx context.Context, target string) (string, error) {
+	res, err := lance.Cleanup(ctx, m.datasetStore(target), lance.CleanupOptions{
+		OlderThan:  m.set.CleanupOlderThan,
+		MaxObjects: m.set.CleanupMaxObjects,
+		Timeout:    m.set.MaintenanceTimeout * 9 / 10,
+		Logger:     m.log,
+		Name:       target,
+	})
+	m.met.cleanupObjects.Add(float64(res.ObjectsDeleted))
+	detail := fmt.Sprintf("removed %d versions (%d objects, %d bytes); complete=%t", res.VersionsRemoved,
+		res.ObjectsDeleted, res.BytesRemoved, res.Complete)
+	if err != nil {
+		return detail, fmt.Errorf("cleanup %s: %w", target, err)
+	}
+	return detail, nil
+}

@@ -1,0 +1,255 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/objstore/faults"
+)
+
+func TestSettingsFromEnvNamesEveryBadValue(t *testing.T) {
+	env := map[string]string{
+		"STATS_SCAN_INTERVAL_SECS":        "0",
+		"STATS_WRITER_WAIT_MS":            "1500",
+		"STATS_MAINTENANCE_EVERY_N_SCANS": "6",
+		"MIN_FRAGMENTS":                   "24",
+		"MAINTENANCE_TIMEOUT_SECS":        "2.5",
+		"TARGET_ROWS_PER_FRAGMENT":        "4096",
+	}
+	s, err := settingsFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.StatsScanInterval != 0 || s.StatsWriterWait != 1500*time.Millisecond || s.StatsMaintenanceEveryNScans != 6 ||
+		s.MinFragments != 24 || s.MaintenanceTimeout != 2500*time.Millisecond || s.TargetRowsPerFragment != 4096 {
+		t.Fatalf("settings %+v", s)
+	}
+	if s.MergeWALInterval != 600*time.Second || s.TaskConcurrency != 4 || s.StatsHistoryTTL != time.Hour ||
+		s.StatsMaintenanceMaxObjects != 20000 || s.CompactionInterval != 600*time.Second {
+		t.Fatalf("defaults not kept: %+v", s)
+	}
+	bad := map[string]string{"MIN_FRAGMENTS": "1", "SCAN_CONCURRENCY": "x", "MAINTENANCE_TIMEOUT_SECS": "0", "STATS_WRITER_WAIT_MS": "-5"}
+	_, err = settingsFromLookup(func(k string) (string, bool) { v, ok := bad[k]; return v, ok })
+	if err == nil {
+		t.Fatal("bad settings accepted")
+	}
+	for _, name := range []string{"SCAN_CONCURRENCY", "STATS_WRITER_WAIT_MS"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+	// Values that parse but make no sense are refused with their names too.
+	s = DefaultSettings()
+	s.MinFragments, s.MaintenanceTimeout = 1, 0
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "MIN_FRAGMENTS") || !strings.Contains(err.Error(), "MAINTENANCE_TIMEOUT_SECS") {
+		t.Fatalf("validate: %v", err)
+	}
+	// Every variable round-trips through its flag rendering.
+	d := DefaultSettings()
+	for _, ev := range SettingsEnv() {
+		var x Settings
+		if err := ev.Set(&x, ev.Get(&d)); err != nil || ev.Get(&x) != ev.Get(&d) {
+			t.Errorf("%s: %q -> %q (%v)", ev.Name, ev.Get(&d), ev.Get(&x), err)
+		}
+	}
+}
+
+func TestPickCandidatesOrdersWorstFirstBeforeAnyLimit(t *testing.T) {
+	rows := []ExperimentStats{
+		{Name: "a", PendingWALGenerations: 9}, {Name: "b", PendingWALGenerations: 15000},
+		{Name: "c", PendingWALGenerations: 3}, {Name: "d", PendingWALGenerations: 17}, {Name: "e", PendingWALGenerations: 17},
+	}
+	got := pickCandidates(rows, 8, func(r ExperimentStats) int64 { return r.PendingWALGenerations })
+	var names []string
+	for _, c := range got {
+		names = append(names, c.name)
+	}
+	if strings.Join(names, ",") != "b,d,e,a" {
+		t.Fatalf("candidates %v: want the 15000-generation store first, ties by name, c below the threshold", names)
+	}
+}
+
+// TestSweepBudgetCountsOnlyNewTasks: a sweep bounded to N new tasks keeps going past
+// candidates that already have a task, so the worst experiment without one is never
+// starved by deduplicated ones (the reference's 500-generation store that sat for hours).
+func TestSweepBudgetCountsOnlyNewTasks(t *testing.T) {
+	data := objstore.NewMem()
+	for _, n := range []string{"e1", "e2", "e3", "e4"} {
+		createExperiment(t, data, n, 1, 1)
+	}
+	c := newCluster(t, data)
+	set := fastSettings()
+	set.StatsScanInterval, set.MergeWALInterval, set.CompactionInterval, set.CleanupInterval = 0, 0, 0, 0
+	set.TaskConcurrency = 0 // nothing runs the tasks: they stay queued
+	set.SweepMaxNewTasks = 1
+	m := c.start(set, nil)
+	ctx := context.Background()
+	cands := []candidateRow{{name: "e1"}, {name: "e2"}, {name: "e3"}, {name: "e4"}}
+	for round := 1; round <= 4; round++ {
+		res, err := m.enqueueSweep(ctx, "test", KindMergeWAL, cands)
+		if err != nil || res.created != 1 || res.deduped != round-1 {
+			t.Fatalf("round %d: %+v %v", round, res, err)
+		}
+	}
+	ts, err := m.Queue().ListTasks(ctx, coord.TaskFilter{Kind: KindMergeWAL})
+	if err != nil || len(ts) != 4 {
+		t.Fatalf("tasks %d %v", len(ts), err)
+	}
+}
+
+// TestCleanupPlannerVisitsEveryDatasetInTurn: with a budget of 2 tasks per pass and 5
+// datasets, consecutive passes cover all of them, then only those whose version moved.
+func TestCleanupPlannerVisitsEveryDatasetInTurn(t *testing.T) {
+	data := objstore.NewMem()
+	c := newCluster(t, data)
+	set := fastSettings()
+	set.StatsScanInterval, set.MergeWALInterval, set.CompactionInterval, set.CleanupInterval = 0, 0, 0, 0
+	set.TaskConcurrency = 0
+	set.SweepMaxNewTasks = 2
+	set.CleanupMinNewVersions = 5
+	m := c.start(set, nil)
+	// Winning the leadership resets the planner's memory: let that happen first.
+	waitFor(t, 10*time.Second, "the leadership", m.IsLeader)
+	ctx := context.Background()
+	var rows []ExperimentStats
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		createExperiment(t, data, n, 1, 1)
+		rows = append(rows, ExperimentStats{Name: n, Version: 10, ScannedAt: time.Now().UnixMilli()})
+	}
+	if _, err := m.Stats().WriteRound(ctx, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for pass := 0; pass < 3; pass++ {
+		if err := m.cleanupSweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, _ := m.Queue().ListTasks(ctx, coord.TaskFilter{Kind: KindCleanup})
+	for _, x := range ts {
+		seen[x.Target] = true
+	}
+	if len(seen) != 5 {
+		t.Fatalf("three passes of 2 planned cleanup for %v, want all 5 datasets", seen)
+	}
+	// Nothing moved: nothing new to plan (queued tasks would dedupe anyway, so check the memory).
+	m.cleanupMu.Lock()
+	at := len(m.cleanupAt)
+	m.cleanupMu.Unlock()
+	if at != 5 {
+		t.Fatalf("planner remembers %d datasets", at)
+	}
+}
+
+// TestWedgedWriterNeverPinsACaller: with another process holding stats-writer, a fresh
+// read answers within the bounded wait with the observation and says it was not
+// written; the scan fails (it cannot commit) and /api/v1/health names it after three
+// intervals; the listing keeps answering from the snapshot.
+func TestWedgedWriterNeverPinsACaller(t *testing.T) {
+	data := objstore.NewMem()
+	createExperiment(t, data, "exp", 1, 3)
+	c := newCluster(t, data)
+	wedge, err := c.connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wedge.Close()
+	if _, err := wedge.Lock(context.Background(), StatsWriterLock); err != nil {
+		t.Fatal(err)
+	}
+	set := fastSettings()
+	set.StatsWriterWait = 300 * time.Millisecond
+	m := c.start(set, nil)
+	t0 := time.Now()
+	var det ExperimentDetail
+	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments/exp?fresh=true", "", &det); st != 200 || det.Persisted == nil ||
+		*det.Persisted || det.RowCount != 3 || !strings.Contains(det.NotPersisted, "busy") {
+		t.Fatalf("fresh read with a wedged writer: %d %+v", st, det)
+	}
+	if el := time.Since(t0); el > 2*time.Second {
+		t.Fatalf("fresh read took %s with a 300ms writer wait", el)
+	}
+	var h HealthResponse
+	waitFor(t, 10*time.Second, "health to name the stalled scan", func() bool {
+		return httpJSON(t, "GET", m.srv.URL+"/api/v1/health", "", &h) == 503
+	})
+	if len(h.Failing) != 1 || h.Failing[0] != "master."+LoopStatsScan {
+		t.Fatalf("health %+v", h)
+	}
+	for _, ch := range h.Checks {
+		if ch.Name == "master."+LoopStatsScan && !strings.Contains(ch.Message, "stats writer busy") {
+			t.Fatalf("the failing check does not say why: %+v", ch)
+		}
+	}
+	var list ExperimentListResponse
+	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments", "", &list); st != 200 {
+		t.Fatalf("listing while the writer is wedged: %d", st)
+	}
+}
+
+// TestTaskOverrunningItsDeadlineIsFailedAndRetried: a merge that cannot finish within
+// MERGE_EXECUTION_TIMEOUT_SECS is cancelled at its deadline, recorded failed (its target
+// released at once), and enqueued again after a backoff.
+func TestTaskOverrunningItsDeadlineIsFailedAndRetried(t *testing.T) {
+	base := objstore.NewMem()
+	createExperiment(t, base, "slow", 1, 5)
+	addGenerations(t, base, "slow", "w", 3, 5)
+	cfg, _ := faults.Parse("latency=40ms")
+	c := newCluster(t, faults.Wrap(base, cfg))
+	set := fastSettings()
+	set.StatsScanInterval, set.MergeWALInterval, set.CompactionInterval, set.CleanupInterval = 0, 0, 0, 0
+	set.MergeTimeout = 100 * time.Millisecond
+	m := c.start(set, nil)
+	var tk coord.Task
+	if st := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"merge_wal","target":"slow"}`, &tk); st != 202 {
+		t.Fatalf("enqueue: %d", st)
+	}
+	waitFor(t, 20*time.Second, "the deadline failure and its retry", func() bool {
+		ts, err := m.Queue().ListTasks(context.Background(), coord.TaskFilter{Kind: KindMergeWAL})
+		if err != nil || len(ts) < 2 {
+			return false
+		}
+		return ts[0].State == coord.StateFailed && strings.Contains(ts[0].Error, "deadline") &&
+			strings.Contains(string(ts[1].Payload), `"retry":1`)
+	})
+	ts, _ := m.Queue().ListTasks(context.Background(), coord.TaskFilter{Kind: KindMergeWAL})
+	if gap := ts[1].CreatedAt.Sub(ts[0].FinishedAt); gap < 4*time.Second {
+		t.Fatalf("retry enqueued %s after the failure, want a backoff", gap)
+	}
+}
+
+func TestMaintenanceInterruptedIsNotAFailure(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	s := NewStatsStore(st)
+	for i := int64(1); i <= 30; i++ {
+		if _, err := s.WriteRound(ctx, rows(5, i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _ := faults.Parse("latency=50ms")
+	slow := NewStatsStore(faults.Wrap(st, cfg))
+	m := NewStatsMaintainer(slow, testLogger(), nil)
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(30*time.Millisecond, cancel)
+	if _, err := m.Run(cctx, StatsMaintenanceOptions{MaxObjects: 100, Timeout: 10 * time.Second}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted pass: %v", err)
+	}
+	if st := m.State(); st.ConsecutiveFailures != 0 || st.FailuresTotal != 0 {
+		t.Fatalf("an interrupted pass counted as a failure: %+v", st)
+	}
+	// A pass that stops at its object budget succeeds but leaves the rest counted.
+	res, err := m.Run(ctx, StatsMaintenanceOptions{MaxObjects: 10, Timeout: 10 * time.Second})
+	if err != nil || res.Cleanup.Complete || res.Unreclaimed == 0 || res.ConsecutiveFailures != 0 {
+		t.Fatalf("budget-bounded pass: %+v %v", res, err)
+	}
+	res, err = m.Run(ctx, StatsMaintenanceOptions{MaxObjects: 1000, Timeout: 10 * time.Second})
+	if err != nil || !res.Cleanup.Complete || res.Unreclaimed != 0 {
+		t.Fatalf("final pass: %+v %v", res, err)
+	}
+}
