@@ -35,7 +35,8 @@ const deleteConcurrency = 8
 // stored, Put("a") fails and Get("a") is ErrNotFound. Key segments starting with
 // ".tmp-put-" are reserved (ErrInvalidKey). Symlinks below root are followed.
 type FileStore struct {
-	root string
+	root    string
+	dirSync dirSyncs
 }
 
 var _ Store = (*FileStore)(nil)
@@ -232,6 +233,56 @@ func (s *FileStore) mkdirs(dir string) error {
 		return err
 	}
 	return syncDir(filepath.Dir(dir))
+}
+
+// dirSyncs coalesces concurrent fsyncs of one directory: a caller whose change is
+// already in the directory shares a sync that starts after it asked, so N concurrent
+// copies into data/ cost about two fsyncs instead of N (a merge of 1,000 generations
+// made 1,000 directory fsyncs competing with the WAL's own).
+type dirSyncs struct {
+	mu    sync.Mutex
+	state map[string]*dirSyncState
+}
+
+type dirSyncState struct {
+	running bool
+	// gen counts syncs started; a waiter needs one that started after its request.
+	started, done uint64
+	err           error
+	cond          *sync.Cond
+}
+
+func (d *dirSyncs) sync(dir string) error {
+	d.mu.Lock()
+	if d.state == nil {
+		d.state = map[string]*dirSyncState{}
+	}
+	st := d.state[dir]
+	if st == nil {
+		st = &dirSyncState{cond: sync.NewCond(&d.mu)}
+		d.state[dir] = st
+	}
+	need := st.started + 1 // a sync that starts after this point covers our change
+	for {
+		if st.done >= need {
+			err := st.err
+			d.mu.Unlock()
+			return err
+		}
+		if !st.running {
+			st.running = true
+			st.started++
+			gen := st.started
+			d.mu.Unlock()
+			err := syncDir(dir) // the lock is not held across the fsync
+			d.mu.Lock()
+			st.running = false
+			st.done, st.err = gen, err
+			st.cond.Broadcast()
+			continue
+		}
+		st.cond.Wait()
+	}
 }
 
 func syncDir(dir string) error {
@@ -535,7 +586,7 @@ func (s *FileStore) Copy(ctx context.Context, src, dst string) error {
 	if err == nil {
 		now := time.Now()
 		if err = os.Chtimes(dstPath, now, now); err == nil {
-			err = syncDir(dir)
+			err = s.dirSync.sync(dir)
 		}
 	} else {
 		s.prune(dir)

@@ -30,7 +30,7 @@ const (
 	// mergeCommitAttempts bounds recomputations after concurrent commits.
 	mergeCommitAttempts = 6
 	copyConcurrency     = 4
-	keyReadConcurrency  = 8
+	keyReadConcurrency  = 2 // key reads are CPU-bound decoding: leave cores to appends
 )
 
 // MergeOptions bound one merge pass. Whole generations are taken, oldest first, until a
