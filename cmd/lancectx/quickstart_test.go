@@ -46,36 +46,46 @@ func TestQuickStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(t.TempDir(), "lancectx-data")
-	addr := freeAddr(t)
-	serveArgs = append(serveArgs, "--data-dir", dataDir, "--listen", addr, "--log-level", "warn", "--shutdown-timeout", "20s")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		cmd := newRootCmd()
-		cmd.SetArgs(serveArgs)
-		cmd.SetOut(io.Discard)
-		done <- cmd.ExecuteContext(ctx)
-	}()
-	base := "http://" + addr
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(base + "/api/v1/health")
+	// The port is picked free and then released, so another test process may take it
+	// before serve binds it: then serve fails to listen (and the stranger may even
+	// answer on it). Start again on a fresh port rather than talk to the stranger.
+	var (
+		addr   string
+		args   []string
+		cancel context.CancelFunc
+		done   chan error
+	)
+	for attempt := 1; ; attempt++ {
+		addr = freeAddr(t)
+		args = append(append([]string(nil), serveArgs...), "--data-dir", dataDir, "--listen", addr, "--log-level", "warn", "--shutdown-timeout", "20s")
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		done = make(chan error, 1)
+		go func() {
+			cmd := newRootCmd()
+			cmd.SetArgs(args)
+			cmd.SetOut(io.Discard)
+			done <- cmd.ExecuteContext(ctx)
+		}()
+		exited, err := waitServing(t, "http://"+addr, done)
 		if err == nil {
-			resp.Body.Close()
 			break
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("lancectx serve exited: %v", err)
-		default:
+		cancel()
+		if !exited { // the failed serve must let go of the data directory (its etcd) first
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("lancectx serve did not stop")
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lancectx serve did not answer on %s", addr)
+		if attempt == 3 {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		t.Logf("attempt %d on %s: %v; trying another port", attempt, addr, err)
 	}
+	defer cancel()
+	serveArgs = args
 	t.Logf("lancectx %s: serving on %s", strings.Join(serveArgs, " "), addr)
 
 	var outputs []string
@@ -320,6 +330,32 @@ func shellWords(s string) ([]string, error) {
 		words = append(words, cur.String())
 	}
 	return words, nil
+}
+
+// waitServing waits until the server at base answers its own health check (a 200
+// with the health JSON, not some other process's 404) or serve exits.
+func waitServing(t *testing.T, base string, done <-chan error) (exited bool, err error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(base + "/api/v1/health")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"status"`)) {
+				return false, nil
+			}
+		}
+		select {
+		case err := <-done:
+			return true, fmt.Errorf("lancectx serve exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("lancectx serve did not answer on %s", base)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func freeAddr(t *testing.T) string {
