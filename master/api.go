@@ -144,11 +144,13 @@ func (m *Master) apiRoutes() []route {
 }
 
 // Mount registers the admin API routes (not /api/v1/health nor /metrics) on mux, for
-// a server that also serves other routes (`lancectx serve`).
+// a server that also serves other routes (`lancectx serve`), with JSON 405 answers
+// for their paths with another method.
 func (m *Master) Mount(mux *http.ServeMux) {
 	for _, r := range m.apiRoutes() {
 		mux.Handle(r.pattern, m.instrument(r.pattern, r.h))
 	}
+	methodNotAllowed(mux, m.apiRoutes())
 }
 
 // Handler is the master's whole HTTP API: the admin routes, /api/v1/health and
@@ -158,9 +160,23 @@ func (m *Master) Handler() http.Handler {
 	m.Mount(mux)
 	mux.Handle("GET /api/v1/health", m.instrument("GET /api/v1/health", m.handleHealth))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gather, promhttp.HandlerOpts{}))
+	methodNotAllowed(mux, []route{{pattern: "GET /api/v1/health"}, {pattern: "GET /metrics"}})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if len(path) > 200 {
+			path = path[:200]
+		}
+		api.WriteError(w, api.NotFound("no route for %s %s", r.Method, path))
+	})
+	return mux
+}
+
+// methodNotAllowed registers, for every path of routes, a JSON 405 naming the
+// methods the path takes.
+func methodNotAllowed(mux *http.ServeMux, routes []route) {
 	allowed := map[string][]string{}
 	var paths []string
-	for _, r := range append(m.apiRoutes(), route{pattern: "GET /api/v1/health"}, route{pattern: "GET /metrics"}) {
+	for _, r := range routes {
 		method, path, _ := strings.Cut(r.pattern, " ")
 		if _, ok := allowed[path]; !ok {
 			paths = append(paths, path)
@@ -172,17 +188,9 @@ func (m *Master) Handler() http.Handler {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			api.WriteError(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: api.CodeInvalidRequest,
-				Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, p, allow)})
+				Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", truncateStr(r.Method, 16), p, allow)})
 		})
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		path := r.URL.Path
-		if len(path) > 200 {
-			path = path[:200]
-		}
-		api.WriteError(w, api.NotFound("no route for %s %s", r.Method, path))
-	})
-	return mux
 }
 
 type statusRecorder struct {
@@ -204,13 +212,23 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 	return s.ResponseWriter.Write(b)
 }
 
+// instrument records the route's metrics and bounds the request by
+// Settings.RequestTimeout: its context, and the reading of its body (a context does
+// not stop a blocked body read, so a client trickling a body would hold the handler).
 func (m *Master) instrument(pattern string, h http.HandlerFunc) http.Handler {
 	method, path, _ := strings.Cut(pattern, " ")
 	dur := m.met.httpDuration.WithLabelValues(method, path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		ctx, cancel := context.WithTimeout(r.Context(), m.set.RequestTimeout)
+		defer cancel()
+		if r.Body != nil && r.Body != http.NoBody {
+			// Only with a body: on a bodiless request the server's background read is
+			// already waiting, and a deadline on it would end the request.
+			_ = http.NewResponseController(w).SetReadDeadline(start.Add(m.set.RequestTimeout))
+		}
 		rec := &statusRecorder{ResponseWriter: w}
-		h(rec, r)
+		h(rec, r.WithContext(ctx))
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}

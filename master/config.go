@@ -89,6 +89,11 @@ type Settings struct {
 	TaskConcurrency int
 	// RecoveryInterval of the leader's queue recoverer (TASK_RECOVERY_INTERVAL_SECS, 30).
 	RecoveryInterval time.Duration
+
+	// RequestTimeout is the deadline of one admin API request, the reading of its
+	// body included (MASTER_REQUEST_TIMEOUT_SECS, 60; 0 means 60): a client that
+	// trickles its body is cut off then.
+	RequestTimeout time.Duration
 }
 
 // DefaultSettings returns the defaults documented on Settings.
@@ -119,6 +124,7 @@ func DefaultSettings() Settings {
 		SweepMaxNewTasks:            256,
 		TaskConcurrency:             4,
 		RecoveryInterval:            30 * time.Second,
+		RequestTimeout:              60 * time.Second,
 	}
 }
 
@@ -174,6 +180,7 @@ func SettingsEnv() []EnvVar {
 		n("SWEEP_MAX_NEW_TASKS", "new tasks one sweep creates at most", func(s *Settings) *int { return &s.SweepMaxNewTasks }),
 		n("TASK_CONCURRENCY", "tasks this master runs at once; 0 = none (an API and planner replica)", func(s *Settings) *int { return &s.TaskConcurrency }),
 		d("TASK_RECOVERY_INTERVAL_SECS", "secs", "seconds between the leader's queue recovery passes", func(s *Settings) *time.Duration { return &s.RecoveryInterval }),
+		d("MASTER_REQUEST_TIMEOUT_SECS", "secs", "deadline of one admin API request, reading its body included; 0 = 60", func(s *Settings) *time.Duration { return &s.RequestTimeout }),
 	}
 }
 
@@ -282,6 +289,9 @@ func (s Settings) Validate() error {
 func (s Settings) withDefaults() Settings {
 	if s.StatsScanTimeout <= 0 {
 		s.StatsScanTimeout = s.StatsScanInterval
+	}
+	if s.RequestTimeout <= 0 {
+		s.RequestTimeout = DefaultSettings().RequestTimeout
 	}
 	return s
 }

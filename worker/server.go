@@ -295,7 +295,7 @@ func (s *Server) routes() http.Handler {
 		if r.stream {
 			timeout = s.cfg.StreamTimeout
 		}
-		mux.Handle(r.pattern, withTimeout(timeout, r.h))
+		mux.Handle(r.pattern, withTimeout(timeout, s.cfg.RequestTimeout, r.h))
 		if _, ok := allowed[path]; !ok {
 			paths = append(paths, path)
 		}
@@ -329,11 +329,22 @@ func truncate(s string, n int) string {
 	return strconv.Quote(s[:n]) + "..."
 }
 
-// withTimeout gives the request context a deadline.
-func withTimeout(d time.Duration, h http.Handler) http.Handler {
+// withTimeout gives the request context a deadline (d), and the reading of a
+// request body one too (at most bodyD, so a streaming route, which takes no body, does
+// not wait an hour for one): a client that trickles its body is cut off then instead
+// of holding the handler, and the server's read of an unread body before it answers
+// is bounded the same way (a context does not stop a blocked body read).
+func withTimeout(d, bodyD time.Duration, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), d)
 		defer cancel()
+		if r.Body != nil && r.Body != http.NoBody {
+			// Only with a body: on a bodiless request the server's background read
+			// (which notices a client going away) is already waiting, and a deadline
+			// on it would end the request. Once the body is read, that read starts
+			// and clears the deadline.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(min(d, bodyD)))
+		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -172,6 +173,7 @@ type masterCmdFlags struct {
 	host            string
 	port            int
 	shutdownTimeout time.Duration
+	sec             securityFlags
 }
 
 func newMasterCmd(store *storeFlags) *cobra.Command {
@@ -200,6 +202,7 @@ printed at start with secrets masked. SIGTERM drains requests, resigns the leade
 	f.IntVar(&mf.port, "port", port, "admin API port (env MASTER_PORT)")
 	f.DurationVar(&mf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to drain requests and stop running tasks")
 	mf.ctl.register(f)
+	mf.sec.register(f)
 	return cmd
 }
 
@@ -210,11 +213,22 @@ func (mf *masterCmdFlags) run(ctx context.Context, store *storeFlags) error {
 	if mf.port <= 0 || mf.port > 65535 {
 		return &exitError{code: 2, err: fmt.Errorf("--port %d is not a port", mf.port)}
 	}
+	if err := mf.sec.validate(); err != nil {
+		return &exitError{code: 2, err: err}
+	}
 	log := slog.Default()
 	listen := net.JoinHostPort(mf.host, strconv.Itoa(mf.port))
-	log.Info("master: starting", append([]any{"data_dir", worker.MaskURI(mf.dataDir), "listen", listen,
-		"store_faults", store.cfg.Faults}, mf.ctl.summary()...)...)
 	reg := prometheus.NewRegistry()
+	sec, err := mf.sec.load(log, reg)
+	if err != nil {
+		return err
+	}
+	log.Info("master: starting", append(append([]any{"data_dir", worker.MaskURI(mf.dataDir), "listen", listen,
+		"store_faults", store.cfg.Faults}, mf.ctl.summary()...), sec.Summary(mf.sec.cfg)...)...)
+	if !sec.Auth.Enabled() {
+		log.Warn("master: the admin API is open: no --api-tokens-file, so anyone who can reach the listen address can "+
+			"read the cluster state and queue maintenance tasks", "listen", listen)
+	}
 	pc := store.cfg
 	pc.Metrics, pc.Label = objstore.NewMetrics(reg), "data"
 	data, err := provider.Open(ctx, mf.dataDir, pc)
@@ -235,7 +249,7 @@ func (mf *masterCmdFlags) run(ctx context.Context, store *storeFlags) error {
 	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, log, listen, m.Handler(), mf.shutdownTimeout, func(rctx context.Context) {
+	return serveHTTP(ctx, log, listen, sec.Auth.Wrap(m.Handler()), sec.TLS, mf.shutdownTimeout, func(rctx context.Context) {
 		m.Start(rctx)
 	}, func(sctx context.Context) {
 		if err := m.Close(sctx); err != nil {
@@ -244,22 +258,41 @@ func (mf *masterCmdFlags) run(ctx context.Context, store *storeFlags) error {
 	})
 }
 
+// newHTTPServer is the HTTP server of every command: h behind header and idle
+// timeouts (bodies are bounded by the handlers' request deadlines), HTTPS when
+// tlsCfg is set.
+func newHTTPServer(log *slog.Logger, h http.Handler, tlsCfg *tls.Config) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 1 << 20, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
+// serve serves srv on ln, over TLS when srv has a TLS configuration.
+func serve(srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		return srv.ServeTLS(ln, "", "")
+	}
+	return srv.Serve(ln)
+}
+
 // serveHTTP listens, starts (after the listener is up), serves h until ctx ends, then
 // drains requests and stops (both bounded by timeout).
-func serveHTTP(ctx context.Context, log *slog.Logger, listen string, h http.Handler, timeout time.Duration,
+func serveHTTP(ctx context.Context, log *slog.Logger, listen string, h http.Handler, tlsCfg *tls.Config, timeout time.Duration,
 	start func(context.Context), stop func(context.Context)) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 1 << 20, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(log, h, tlsCfg)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- serve(srv, ln) }()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	start(runCtx)
-	log.Info("listening", "addr", ln.Addr().String())
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme)
 	select {
 	case err = <-serveErr:
 		log.Error("HTTP server stopped", "err", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/auth"
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/master"
 	"github.com/lancectx/lancectx/objstore"
@@ -77,6 +78,27 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 		return &exitError{code: 2, err: err}
 	}
 	log := slog.Default()
+	reg := prometheus.NewRegistry()
+	sec, err := sf.wf.sec.load(log, reg)
+	if err != nil {
+		return err
+	}
+	listen := sf.wf.listen
+	if !sec.Auth.Enabled() {
+		// An open API is reachable from this machine only: a laptop default must not
+		// expose every store to the network.
+		addr, changed, err := auth.LoopbackOnly(listen)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--listen: %w", err)}
+		}
+		if changed {
+			log.Warn("serve: no API tokens (--api-tokens-file): binding to loopback only instead of the requested address",
+				"requested", listen, "listen", addr)
+		} else {
+			log.Info("serve: no API tokens (--api-tokens-file): the API is open, bound to loopback only", "listen", addr)
+		}
+		listen = addr
+	}
 	dataDir := sf.wf.dataDir
 	etcdDir := sf.etcdDir
 	if etcdDir == "" {
@@ -87,10 +109,9 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 			}
 		}
 	}
-	log.Info("serve: starting", append([]any{"data_dir", worker.MaskURI(dataDir), "listen", sf.wf.listen,
-		"embedded_etcd", len(sf.ctl.etcd.Endpoints) == 0, "etcd_dir", etcdDir}, sf.ctl.summary()...)...)
+	log.Info("serve: starting", append(append([]any{"data_dir", worker.MaskURI(dataDir), "listen", listen,
+		"embedded_etcd", len(sf.ctl.etcd.Endpoints) == 0, "etcd_dir", etcdDir}, sf.ctl.summary()...), sec.Summary(sf.wf.sec.cfg)...)...)
 
-	reg := prometheus.NewRegistry()
 	pc := store.cfg
 	pc.Metrics, pc.Label = objstore.NewMetrics(reg), "data"
 	data, err := provider.Open(ctx, dataDir, pc)
@@ -138,7 +159,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 
 	q := sf.ctl.queue
 	m, err := master.New(ctx, master.Config{Settings: sf.ctl.set, Data: data, DataURI: dataURI(dataDir), Coord: cli,
-		Queue: &q, InstanceID: sf.ctl.masterID, Address: "http://" + sf.wf.listen, Registerer: reg, Gatherer: reg,
+		Queue: &q, InstanceID: sf.ctl.masterID, Address: sec.Scheme() + "://" + listen, Registerer: reg, Gatherer: reg,
 		WALMetrics: wal.NewMetrics(nil), // the worker registered the WAL metrics on reg
 		Logger:     log})
 	if err != nil {
@@ -150,13 +171,13 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", w.Handler())
 
-	return serveHTTP(ctx, log, sf.wf.listen, mux, sf.wf.shutdownTimeout, func(rctx context.Context) {
+	return serveHTTP(ctx, log, listen, sec.Auth.Wrap(mux), sec.TLS, sf.wf.shutdownTimeout, func(rctx context.Context) {
 		m.Start(rctx)
-		addr := sf.wf.listen
+		addr := listen
 		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
 			addr = net.JoinHostPort("127.0.0.1", port)
 		}
-		info := coord.WorkerInfo{ID: wcfg.WorkerID, Endpoint: "http://" + addr, Shards: []string{wal.ShardIDFor(wcfg.WorkerID)}}
+		info := coord.WorkerInfo{ID: wcfg.WorkerID, Endpoint: sec.Scheme() + "://" + addr, Shards: []string{wal.ShardIDFor(wcfg.WorkerID)}}
 		if err := cli.RegisterWorker(rctx, info); err != nil {
 			log.Warn("serve: worker not registered in etcd (the cluster view will not list it)", "err", err)
 		}

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lancectx/lancectx/auth"
 	"github.com/lancectx/lancectx/rollout"
 	"github.com/lancectx/lancectx/wal"
 	"github.com/lancectx/lancectx/worker"
@@ -44,8 +46,54 @@ type workerFlags struct {
 	requestTimeout  time.Duration
 	flushTimeout    time.Duration
 	shutdownTimeout time.Duration
+	sec             securityFlags
 
 	envErrs []error
+}
+
+// securityFlags are the authentication and TLS settings of every command that serves
+// HTTP (worker, master, serve).
+type securityFlags struct {
+	cfg     auth.ServerConfig
+	envErrs []error
+}
+
+func (sf *securityFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&sf.cfg.TokensFile, "api-tokens-file", envOr("LANCECTX_API_TOKENS_FILE", ""),
+		`JSON file of the API tokens: {"tokens":[{"name":"trainer","token":"...","scopes":["read","write"]}],"internal_token":"..."}; `+
+			"without it the API is open (env LANCECTX_API_TOKENS_FILE)")
+	protect := false
+	if v, ok := os.LookupEnv("LANCECTX_PROTECT_HEALTH_AND_METRICS"); ok && strings.TrimSpace(v) != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			sf.envErrs = append(sf.envErrs, fmt.Errorf("LANCECTX_PROTECT_HEALTH_AND_METRICS=%q is not a boolean", v))
+		}
+		protect = b
+	}
+	f.BoolVar(&sf.cfg.ProtectHealthAndMetrics, "protect-health-and-metrics", protect,
+		"require a token with the read scope (or the internal token) on /api/v1/health and /metrics, open otherwise (env LANCECTX_PROTECT_HEALTH_AND_METRICS)")
+	f.StringVar(&sf.cfg.TLSCertFile, "tls-cert", envOr("LANCECTX_TLS_CERT", ""),
+		"PEM certificate (chain) to serve HTTPS (TLS 1.2+) with; needs --tls-key (env LANCECTX_TLS_CERT)")
+	f.StringVar(&sf.cfg.TLSKeyFile, "tls-key", envOr("LANCECTX_TLS_KEY", ""),
+		"PEM private key of --tls-cert (env LANCECTX_TLS_KEY)")
+}
+
+// validate checks the flags without reading the files.
+func (sf *securityFlags) validate() error {
+	if len(sf.envErrs) > 0 {
+		return fmt.Errorf("environment: %w", errors.Join(sf.envErrs...))
+	}
+	return sf.cfg.Validate()
+}
+
+// load reads the tokens file and the key pair; a failure is a configuration error
+// (exit code 2).
+func (sf *securityFlags) load(log *slog.Logger, reg prometheus.Registerer) (auth.Security, error) {
+	sec, err := sf.cfg.Load(log, reg)
+	if err != nil {
+		return auth.Security{}, &exitError{code: 2, err: err}
+	}
+	return sec, nil
 }
 
 func newWorkerCmd(store *storeFlags) *cobra.Command {
@@ -109,6 +157,7 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 		"how long ?flush=true waits for the seal (env LANCECTX_FLUSH_TIMEOUT)")
 	f.DurationVar(&wf.shutdownTimeout, "shutdown-timeout", wf.envDuration(30*time.Second, "LANCECTX_SHUTDOWN_TIMEOUT"),
 		"on SIGTERM, how long to drain requests and then to seal the open shards (env LANCECTX_SHUTDOWN_TIMEOUT)")
+	wf.sec.register(f)
 }
 
 // validate checks what worker.New would silently default.
@@ -145,6 +194,9 @@ func (wf *workerFlags) validate() error {
 	check(wf.requestTimeout > 0, "--request-timeout must be positive")
 	check(wf.flushTimeout > 0, "--flush-timeout must be positive")
 	check(wf.shutdownTimeout > 0, "--shutdown-timeout must be positive")
+	if err := wf.sec.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -183,26 +235,31 @@ func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
 	}
 	cfg := wf.config(store)
 	log := slog.Default()
+	reg := prometheus.NewRegistry()
+	cfg.Registerer, cfg.Gatherer = reg, reg
+	sec, err := wf.sec.load(log, reg)
+	if err != nil {
+		return err
+	}
 	w, err := worker.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	log.Info("worker: starting", append([]any{"listen", wf.listen, "shutdown_timeout", wf.shutdownTimeout.String()}, w.Config().Summary()...)...)
+	log.Info("worker: starting", append(append([]any{"listen", wf.listen, "shutdown_timeout", wf.shutdownTimeout.String()},
+		w.Config().Summary()...), sec.Summary(wf.sec.cfg)...)...)
+	if !sec.Auth.Enabled() {
+		log.Warn("worker: the API is open: no --api-tokens-file, so anyone who can reach the listen address can read, write "+
+			"and delete every store", "listen", wf.listen)
+	}
 	ln, err := net.Listen("tcp", wf.listen)
 	if err != nil {
 		_ = w.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", wf.listen, err)
 	}
-	srv := &http.Server{
-		Handler:           w.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(log, sec.Auth.Wrap(w.Handler()), sec.TLS)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("worker: listening", "addr", ln.Addr().String())
+	go func() { serveErr <- serve(srv, ln) }()
+	log.Info("worker: listening", "addr", ln.Addr().String(), "scheme", sec.Scheme())
 	select {
 	case err = <-serveErr:
 		log.Error("worker: HTTP server stopped", "err", err)
