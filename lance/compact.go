@@ -2,6 +2,7 @@ package lance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -204,6 +205,26 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 		}
 	}
 	out, err := commit(ctx, d.store, reserved, &rewriteOp{groups: groups}, copts)
+	// A commit that changed some of the compacted fragments meanwhile (a merge-insert
+	// or delete adding a deletion file) makes their groups stale, but not the others:
+	// commit those against the latest version instead of throwing all the work away,
+	// or a dataset with steady upserts would never finish a compaction. The files of a
+	// dropped group are unreferenced and go with the next cleanup.
+	for attempt := 1; errors.Is(err, errRetryOp) && attempt <= compactRecommits; attempt++ {
+		latest, lerr := reserved.Latest(ctx)
+		if lerr != nil {
+			return nil, res, fmt.Errorf("compact: commit rewrite: %w (then reading the latest version: %v)", err, lerr)
+		}
+		kept := intactGroups(latest.Fragments(), groups)
+		if len(kept) == 0 {
+			break
+		}
+		o.Logger.Info("lance compaction: fragments changed during the rewrite; committing the intact groups",
+			"dataset", o.Name, "groups", len(groups), "intact", len(kept), "latest_version", latest.Version())
+		groups = kept
+		rv := latest.Version()
+		out, err = commit(ctx, d.store, latest, &rewriteOp{groups: groups}, commitOptions{readVersion: &rv})
+	}
 	if err != nil {
 		return nil, res, fmt.Errorf("compact: commit rewrite: %w", err)
 	}
@@ -229,6 +250,30 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 		"deleted_rows_removed", res.DeletedRowsRemoved, "complete", res.Complete, "seconds", res.Seconds)
 	out.uri = d.uri
 	return out, res, nil
+}
+
+// compactRecommits bounds how often Compact recommits its intact groups after a
+// concurrent commit changed some of its fragments.
+const compactRecommits = 3
+
+// intactGroups returns the groups whose old fragments are all still in frags
+// unchanged.
+func intactGroups(frags []*tablepb.DataFragment, groups []compactionGroup) []compactionGroup {
+	byID := make(map[uint64]*tablepb.DataFragment, len(frags))
+	for _, f := range frags {
+		byID[f.GetId()] = f
+	}
+	var kept []compactionGroup
+outer:
+	for _, g := range groups {
+		for _, f := range g.old {
+			if cur, ok := byID[f.GetId()]; !ok || !proto.Equal(cur, f) {
+				continue outer
+			}
+		}
+		kept = append(kept, g)
+	}
+	return kept
 }
 
 // rewriteGroup streams the live rows of a group into new data files (ids unassigned).

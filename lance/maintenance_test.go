@@ -384,3 +384,39 @@ func TestSeedHistoryThenCleanupReclaimsIt(t *testing.T) {
 	}
 	equalIDs(t, ids(t, ds, ""), seq(0, 10))
 }
+
+// TestCompactionKeepsTheGroupsAConcurrentDeleteLeftAlone: a delete landing while the
+// rewrite runs stales only the group holding its fragment; the other groups commit.
+func TestCompactionKeepsTheGroupsAConcurrentDeleteLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	ds, err := WriteStore(ctx, st, reader(testRows(0, 10)), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 6; i++ { // six fragments of ten rows
+		if ds, err = ds.Append(ctx, reader(testRows(i*10, 10)), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := ids(t, ds, "id != 55")
+	if _, _, err := ds.Delete(ctx, "id = 55"); err != nil { // lands after ds was read
+		t.Fatal(err)
+	}
+	out, res, err := ds.Compact(ctx, CompactOptions{TargetRowsPerFragment: 25}) // three groups of two
+	if err != nil {
+		t.Fatalf("compaction must commit the groups the delete did not touch: %v", err)
+	}
+	if res.GroupsPlanned != 3 || res.GroupsDone != 2 || res.Complete || res.FragmentsRemoved != 4 {
+		t.Fatalf("result %+v", res)
+	}
+	latest, err := OpenStore(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest.Version() != out.Version() || len(latest.Fragments()) != 4 {
+		t.Fatalf("latest version %d (compaction committed %d) has %d fragments, want 2 rewritten + 2 untouched",
+			latest.Version(), out.Version(), len(latest.Fragments()))
+	}
+	equalIDs(t, ids(t, latest, ""), want)
+}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -218,7 +217,7 @@ func (mf *masterCmdFlags) run(ctx context.Context, store *storeFlags) error {
 	}
 	log := slog.Default()
 	listen := net.JoinHostPort(mf.host, strconv.Itoa(mf.port))
-	reg := prometheus.NewRegistry()
+	reg := newProcessRegistry()
 	sec, err := mf.sec.load(log, reg)
 	if err != nil {
 		return err

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
@@ -78,7 +77,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 		return &exitError{code: 2, err: err}
 	}
 	log := slog.Default()
-	reg := prometheus.NewRegistry()
+	reg := newProcessRegistry()
 	sec, err := sf.wf.sec.load(log, reg)
 	if err != nil {
 		return err

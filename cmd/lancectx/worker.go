@@ -235,7 +235,7 @@ func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
 	}
 	cfg := wf.config(store)
 	log := slog.Default()
-	reg := prometheus.NewRegistry()
+	reg := newProcessRegistry()
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	sec, err := wf.sec.load(log, reg)
 	if err != nil {
