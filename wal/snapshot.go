@@ -169,6 +169,14 @@ func newSnapshot(st objstore.Store, base *lance.Dataset, keyColumn string, manif
 		}
 		return a.Gen < b.Gen
 	})
+	// A generation merged into the base is read from the base from now on: its key
+	// index would only hold memory (up to the cache's bound, per shard) until the
+	// cache next started afresh. An older snapshot still reading it rebuilds it.
+	pending := make(map[string]bool, len(s.gens))
+	for _, g := range s.gens {
+		pending[g.key()] = true
+	}
+	cache.retain(pending)
 	return s, nil
 }
 
@@ -246,6 +254,18 @@ type genCache struct {
 
 func newGenCache(maxKeys int) *genCache {
 	return &genCache{max: maxKeys, items: map[string]*genIndex{}}
+}
+
+// retain drops the key indexes of the generations not in keep.
+func (c *genCache) retain(keep map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, gi := range c.items {
+		if !keep[k] {
+			delete(c.items, k)
+			c.n -= len(gi.keys)
+		}
+	}
 }
 
 func (c *genCache) get(key string) *genIndex {

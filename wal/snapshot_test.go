@@ -165,3 +165,15 @@ func TestSnapshotIsolation(t *testing.T) {
 		t.Fatalf("pending %+v %v", ps, err)
 	}
 }
+
+// TestGenCacheRetainDropsMergedGenerations: a snapshot keeps the key indexes of the
+// generations still pending only, so merged generations do not hold memory.
+func TestGenCacheRetainDropsMergedGenerations(t *testing.T) {
+	c := newGenCache(1 << 20)
+	c.put("a", &genIndex{keys: []string{"1", "2"}})
+	c.put("b", &genIndex{keys: []string{"3"}})
+	c.retain(map[string]bool{"b": true})
+	if c.get("a") != nil || c.get("b") == nil || c.n != 1 {
+		t.Fatalf("after retain: a=%v b=%v n=%d", c.get("a"), c.get("b"), c.n)
+	}
+}

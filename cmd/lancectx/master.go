@@ -173,6 +173,7 @@ type masterCmdFlags struct {
 	port            int
 	shutdownTimeout time.Duration
 	sec             securityFlags
+	debug           debugFlags
 }
 
 func newMasterCmd(store *storeFlags) *cobra.Command {
@@ -202,6 +203,7 @@ printed at start with secrets masked. SIGTERM drains requests, resigns the leade
 	f.DurationVar(&mf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to drain requests and stop running tasks")
 	mf.ctl.register(f)
 	mf.sec.register(f)
+	mf.debug.register(f)
 	return cmd
 }
 
@@ -222,6 +224,11 @@ func (mf *masterCmdFlags) run(ctx context.Context, store *storeFlags) error {
 	if err != nil {
 		return err
 	}
+	stopDebug, err := mf.debug.start(log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
 	log.Info("master: starting", append(append([]any{"data_dir", worker.MaskURI(mf.dataDir), "listen", listen,
 		"store_faults", store.cfg.Faults}, mf.ctl.summary()...), sec.Summary(mf.sec.cfg)...)...)
 	if !sec.Auth.Enabled() {

@@ -82,6 +82,11 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 	if err != nil {
 		return err
 	}
+	stopDebug, err := sf.wf.debug.start(log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
 	listen := sf.wf.listen
 	if !sec.Auth.Enabled() {
 		// An open API is reachable from this machine only: a laptop default must not

@@ -47,6 +47,7 @@ type workerFlags struct {
 	flushTimeout    time.Duration
 	shutdownTimeout time.Duration
 	sec             securityFlags
+	debug           debugFlags
 
 	envErrs []error
 }
@@ -158,6 +159,7 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&wf.shutdownTimeout, "shutdown-timeout", wf.envDuration(30*time.Second, "LANCECTX_SHUTDOWN_TIMEOUT"),
 		"on SIGTERM, how long to drain requests and then to seal the open shards (env LANCECTX_SHUTDOWN_TIMEOUT)")
 	wf.sec.register(f)
+	wf.debug.register(f)
 }
 
 // validate checks what worker.New would silently default.
@@ -241,6 +243,11 @@ func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
 	if err != nil {
 		return err
 	}
+	stopDebug, err := wf.debug.start(log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
 	w, err := worker.New(ctx, cfg)
 	if err != nil {
 		return err
