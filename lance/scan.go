@@ -169,6 +169,23 @@ type scanPlan struct {
 	limit       int64
 	batchSize   int
 	parallelism int
+
+	// Late materialization, set when the filter reads fewer columns than the scan:
+	// each batch reads the filter's columns first and the others only when a row
+	// passes, so a point lookup (key = x) reads the key column of the table, not every
+	// column of it.
+	late *lateColumns
+}
+
+// lateColumns splits readFields into the filter's columns and the rest.
+type lateColumns struct {
+	filterFields []*schema.Field
+	filterSchema *arrow.Schema
+	filter       expr.Expr // bound to filterSchema
+	filterPos    []int     // positions in readFields
+	restFields   []*schema.Field
+	restSchema   *arrow.Schema
+	restPos      []int
 }
 
 func (d *Dataset) planScan(opts ScanOptions) (*scanPlan, error) {
@@ -236,6 +253,9 @@ func (d *Dataset) planScan(opts ScanOptions) (*scanPlan, error) {
 			return nil, err
 		}
 		p.filter = bound
+		if p.late, err = planLate(e, p.readFields, fields); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]arrow.Field, 0, len(p.outIdx)+1)
 	for _, i := range p.outIdx {
@@ -260,6 +280,34 @@ func (d *Dataset) planScan(opts ScanOptions) (*scanPlan, error) {
 		p.frags = sel
 	}
 	return p, nil
+}
+
+// planLate splits the read fields for late materialization; nil when the filter
+// reads every one of them anyway.
+func planLate(e expr.Expr, readFields []*schema.Field, arrowFields []arrow.Field) (*lateColumns, error) {
+	inFilter := map[string]bool{}
+	for _, c := range e.Columns() {
+		inFilter[c] = true
+	}
+	l := &lateColumns{}
+	var ff, rf []arrow.Field
+	for i, f := range readFields {
+		if inFilter[f.Name] {
+			l.filterFields, l.filterPos, ff = append(l.filterFields, f), append(l.filterPos, i), append(ff, arrowFields[i])
+		} else {
+			l.restFields, l.restPos, rf = append(l.restFields, f), append(l.restPos, i), append(rf, arrowFields[i])
+		}
+	}
+	if len(l.restFields) == 0 || len(l.filterFields) == 0 {
+		return nil, nil
+	}
+	l.filterSchema, l.restSchema = arrow.NewSchema(ff, nil), arrow.NewSchema(rf, nil)
+	bound, err := expr.Bind(e, l.filterSchema)
+	if err != nil {
+		return nil, err
+	}
+	l.filter = bound
+	return l, nil
 }
 
 // run reads fragments with bounded read-ahead and sends output batches in table order.
@@ -527,17 +575,26 @@ func (p *scanPlan) readBatch(ctx context.Context, st objstore.Reader, fr *fragme
 		}
 	}
 	var rec arrow.RecordBatch
-	if len(p.readFields) > 0 {
+	filtered := false
+	switch {
+	case p.late != nil:
+		var err error
+		rec, keep, err = p.readLate(ctx, st, fr, start, end, keep)
+		if err != nil || rec == nil {
+			return nil, err
+		}
+		filtered = true
+	case len(p.readFields) > 0:
 		var err error
 		rec, err = fr.read(ctx, st, p.readFields, p.readSchema, start, end, nil)
 		if err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		rec = array.NewRecordBatch(p.readSchema, nil, int64(n))
 	}
 	defer rec.Release()
-	if p.filter != nil {
+	if p.filter != nil && !filtered {
 		sel, err := expr.Select(ctx, p.filter, rec)
 		if err != nil {
 			return nil, err
@@ -578,6 +635,50 @@ func (p *scanPlan) readBatch(ctx context.Context, st objstore.Reader, fr *fragme
 	}
 	defer outRec.Release()
 	return selectRows(outRec, keep)
+}
+
+// readLate reads the filter's columns of rows [start,end), evaluates the filter, and
+// only when a row passes reads the other columns. It returns the batch in readSchema
+// order and keep (deletions and filter combined), or a nil batch when no row passes.
+func (p *scanPlan) readLate(ctx context.Context, st objstore.Reader, fr *fragmentReader, start, end uint64, keep []bool) (arrow.RecordBatch, []bool, error) {
+	l := p.late
+	n := int(end - start)
+	frec, err := fr.read(ctx, st, l.filterFields, l.filterSchema, start, end, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer frec.Release()
+	sel, err := expr.Select(ctx, l.filter, frec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keep == nil {
+		keep = make([]bool, n)
+		for i := range keep {
+			keep[i] = true
+		}
+	}
+	hit := false
+	for i := range keep {
+		keep[i] = keep[i] && sel.Get(i)
+		hit = hit || keep[i]
+	}
+	if !hit {
+		return nil, nil, nil
+	}
+	rrec, err := fr.read(ctx, st, l.restFields, l.restSchema, start, end, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rrec.Release()
+	cols := make([]arrow.Array, len(p.readFields))
+	for j, i := range l.filterPos {
+		cols[i] = frec.Column(j)
+	}
+	for j, i := range l.restPos {
+		cols[i] = rrec.Column(j)
+	}
+	return array.NewRecordBatch(p.readSchema, cols, int64(n)), keep, nil
 }
 
 // storeSource adapts an object to file.Source with range reads.
