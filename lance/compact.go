@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -325,7 +326,7 @@ func (o *rewriteOp) fill(txn *tablepb.Transaction) {
 	txn.Operation = &tablepb.Transaction_Rewrite_{Rewrite: rw}
 }
 
-func (o *rewriteOp) apply(_ context.Context, _ objstore.Store, base *manifestFile) (*manifestFile, error) {
+func (o *rewriteOp) apply(ctx context.Context, st objstore.Store, base *manifestFile) (*manifestFile, error) {
 	next := cloneBase(base)
 	pos := map[uint64]int{}
 	for i, f := range next.Manifest.Fragments {
@@ -335,22 +336,37 @@ func (o *rewriteOp) apply(_ context.Context, _ objstore.Store, base *manifestFil
 	drop := map[int]bool{}
 	for _, g := range o.groups {
 		first := -1
-		for _, f := range g.old {
+		var changed []int // positions in g.old of fragments changed since the rewrite read them
+		for k, f := range g.old {
 			i, ok := pos[f.GetId()]
-			if !ok || !proto.Equal(next.Manifest.Fragments[i], f) {
-				return nil, fmt.Errorf("%w: fragment %d changed while it was compacted", errRetryOp, f.GetId())
+			if !ok {
+				changed = append(changed, k) // every row deleted meanwhile
+				continue
+			}
+			if !proto.Equal(next.Manifest.Fragments[i], f) {
+				changed = append(changed, k)
 			}
 			if first < 0 || i < first {
 				first = i
 			}
 			drop[i] = true
 		}
-		replace[first] = g.new
+		if first < 0 {
+			// Every fragment of the group was deleted meanwhile: nothing to replace.
+			continue
+		}
+		newFrags := cloneFragments(g.new)
+		if len(changed) > 0 {
+			if err := carryDeletions(ctx, st, base.Manifest.GetVersion(), g, changed, next.Manifest.Fragments, pos, newFrags); err != nil {
+				return nil, err
+			}
+		}
+		replace[first] = newFrags
 	}
 	var frags []*tablepb.DataFragment
 	for i, f := range next.Manifest.Fragments {
 		if nf, ok := replace[i]; ok {
-			frags = append(frags, cloneFragments(nf)...)
+			frags = append(frags, nf...)
 			continue
 		}
 		if !drop[i] {
@@ -361,7 +377,98 @@ func (o *rewriteOp) apply(_ context.Context, _ objstore.Store, base *manifestFil
 	return next, nil
 }
 
+// carryDeletions moves the rows deleted from a group's old fragments after the rewrite
+// read them (a delete or merge-insert that committed meanwhile) onto the group's new
+// fragments, so the rewrite does not bring them back. The rewrite streamed the live
+// rows of the old fragments in order into the new ones, so an old row's place in the
+// new fragments is its rank among the live rows before it. A fragment changed in any
+// other way (its data files) cannot be carried over: the group must be recomputed.
+func carryDeletions(ctx context.Context, st objstore.Store, version uint64, g compactionGroup, changed []int,
+	cur []*tablepb.DataFragment, pos map[uint64]int, newFrags []*tablepb.DataFragment) error {
+	// Live rows of each old fragment when it was read, and where each starts in the stream.
+	starts := make([]uint64, len(g.old))
+	var stream uint64
+	for k, f := range g.old {
+		starts[k] = stream
+		stream += f.GetPhysicalRows() - f.GetDeletionFile().GetNumDeletedRows()
+	}
+	ends := make([]uint64, len(newFrags)) // exclusive end of each new fragment in the stream
+	var written uint64
+	for m, nf := range newFrags {
+		written += nf.GetPhysicalRows()
+		ends[m] = written
+	}
+	if written != stream {
+		return fmt.Errorf("%w: the rewrite of fragments wrote %d rows for %d live ones", errRetryOp, written, stream)
+	}
+	deleted := map[int]*roaring.Bitmap{} // by new fragment position
+	for _, k := range changed {
+		old := g.old[k]
+		before, err := readDeletionVector(ctx, st, old)
+		if err != nil {
+			return err
+		}
+		now := roaring.New()
+		if i, ok := pos[old.GetId()]; ok {
+			f := cur[i]
+			if f.GetPhysicalRows() != old.GetPhysicalRows() || !sameFiles(f, old) {
+				return fmt.Errorf("%w: fragment %d changed while it was compacted", errRetryOp, old.GetId())
+			}
+			if now, err = readDeletionVector(ctx, st, f); err != nil {
+				return err
+			}
+		} else {
+			now.AddRange(0, old.GetPhysicalRows()) // the fragment went, every row deleted
+		}
+		if roaring.AndNot(before, now).GetCardinality() > 0 {
+			return fmt.Errorf("%w: fragment %d lost deletions while it was compacted", errRetryOp, old.GetId())
+		}
+		added := roaring.AndNot(now, before)
+		it := added.Iterator()
+		for it.HasNext() {
+			off := uint64(it.Next())
+			// Rank among the live rows: off minus the rows deleted before it.
+			at := starts[k] + off - before.Rank(uint32(off))
+			m := sort.Search(len(ends), func(m int) bool { return ends[m] > at })
+			if m == len(ends) {
+				return fmt.Errorf("%w: row %d of fragment %d is beyond the rewrite", errRetryOp, off, old.GetId())
+			}
+			if deleted[m] == nil {
+				deleted[m] = roaring.New()
+			}
+			deleted[m].Add(uint32(at - (ends[m] - newFrags[m].GetPhysicalRows())))
+		}
+	}
+	for m, bm := range deleted {
+		df, err := writeDeletionFile(ctx, st, newFrags[m].GetId(), version, bm)
+		if err != nil {
+			return err
+		}
+		newFrags[m].DeletionFile = df
+	}
+	return nil
+}
+
+// sameFiles reports whether two versions of a fragment have the same data files.
+func sameFiles(a, b *tablepb.DataFragment) bool {
+	if len(a.GetFiles()) != len(b.GetFiles()) {
+		return false
+	}
+	for i := range a.GetFiles() {
+		if !proto.Equal(a.GetFiles()[i], b.GetFiles()[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func (o *rewriteOp) rebase(other *tablepb.Transaction) error {
+	switch other.GetOperation().(type) {
+	case *tablepb.Transaction_Delete_, *tablepb.Transaction_Update_:
+		// Deletions of the rewritten rows are carried over by apply, which refuses
+		// any other change to the fragments.
+		return nil
+	}
 	mine := map[uint64]bool{}
 	for _, g := range o.groups {
 		for _, f := range g.old {

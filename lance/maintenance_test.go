@@ -3,9 +3,10 @@ package lance
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 	"github.com/lancectx/lancectx/objstore"
@@ -279,18 +280,21 @@ func TestCompactMergesSmallFragmentsAndMaterializesDeletions(t *testing.T) {
 	}
 }
 
-func TestCompactionConflictsWithConcurrentDeleteOfItsFragments(t *testing.T) {
+func TestCompactionOverAConcurrentDeleteOfItsFragments(t *testing.T) {
 	ctx := context.Background()
 	st := objstore.NewMem()
 	base := history(t, st, 8)
 	if _, _, err := base.Delete(ctx, "id = 70"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := base.Compact(ctx, CompactOptions{})
-	if err == nil || !strings.Contains(err.Error(), "conflict") {
-		t.Fatalf("compaction over a delete of its fragments must conflict: %v", err)
+	out, _, err := base.Compact(ctx, CompactOptions{})
+	if err != nil {
+		t.Fatalf("compaction over a delete of its fragments carries the delete over: %v", err)
 	}
 	latest, _ := OpenStore(ctx, st)
+	if latest.Version() != out.Version() {
+		t.Fatalf("latest %d, compaction committed %d", latest.Version(), out.Version())
+	}
 	for _, id := range ids(t, latest, "") {
 		if id == 70 {
 			t.Fatal("a deleted row came back")
@@ -385,9 +389,10 @@ func TestSeedHistoryThenCleanupReclaimsIt(t *testing.T) {
 	equalIDs(t, ids(t, ds, ""), seq(0, 10))
 }
 
-// TestCompactionKeepsTheGroupsAConcurrentDeleteLeftAlone: a delete landing while the
-// rewrite runs stales only the group holding its fragment; the other groups commit.
-func TestCompactionKeepsTheGroupsAConcurrentDeleteLeftAlone(t *testing.T) {
+// TestCompactionRecommitsOverAConcurrentSchemaChange: a commit the rewrite cannot
+// rebase over (a schema change) that leaves its fragments as they were makes the
+// compaction commit its groups again on the latest version.
+func TestCompactionRecommitsOverAConcurrentSchemaChange(t *testing.T) {
 	ctx := context.Background()
 	st := objstore.NewMem()
 	ds, err := WriteStore(ctx, st, reader(testRows(0, 10)), WriteOptions{})
@@ -399,24 +404,40 @@ func TestCompactionKeepsTheGroupsAConcurrentDeleteLeftAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := ids(t, ds, "id != 55")
-	if _, _, err := ds.Delete(ctx, "id = 55"); err != nil { // lands after ds was read
+	want := ids(t, ds, "")
+	if _, err := ds.AddNullColumns(ctx, []arrow.Field{{Name: "extra", Type: arrow.PrimitiveTypes.Int32, Nullable: true}}); err != nil {
 		t.Fatal(err)
 	}
 	out, res, err := ds.Compact(ctx, CompactOptions{TargetRowsPerFragment: 25}) // three groups of two
 	if err != nil {
-		t.Fatalf("compaction must commit the groups the delete did not touch: %v", err)
+		t.Fatalf("compaction must recommit over the schema change: %v", err)
 	}
-	if res.GroupsPlanned != 3 || res.GroupsDone != 2 || res.Complete || res.FragmentsRemoved != 4 {
+	if res.GroupsPlanned != 3 || res.GroupsDone != 3 || !res.Complete {
 		t.Fatalf("result %+v", res)
 	}
 	latest, err := OpenStore(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if latest.Version() != out.Version() || len(latest.Fragments()) != 4 {
-		t.Fatalf("latest version %d (compaction committed %d) has %d fragments, want 2 rewritten + 2 untouched",
-			latest.Version(), out.Version(), len(latest.Fragments()))
+	if latest.Version() != out.Version() || len(latest.Fragments()) != 3 || latest.Schema().Field("extra") == nil {
+		t.Fatalf("latest version %d (compaction committed %d): %d fragments, schema %v",
+			latest.Version(), out.Version(), len(latest.Fragments()), latest.Schema())
 	}
 	equalIDs(t, ids(t, latest, ""), want)
+	if n := len(ids(t, latest, "extra IS NULL")); n != len(want) {
+		t.Fatalf("%d rows read extra as null, want %d", n, len(want))
+	}
+}
+
+// TestIntactGroups: only the groups whose fragments are all unchanged are kept.
+func TestIntactGroups(t *testing.T) {
+	f := func(id uint64, rows uint64) *tablepb.DataFragment {
+		return &tablepb.DataFragment{Id: id, PhysicalRows: rows}
+	}
+	groups := []compactionGroup{{old: []*tablepb.DataFragment{f(1, 10), f(2, 10)}}, {old: []*tablepb.DataFragment{f(3, 10)}},
+		{old: []*tablepb.DataFragment{f(4, 10), f(5, 10)}}}
+	kept := intactGroups([]*tablepb.DataFragment{f(1, 10), f(2, 10), f(3, 11), f(4, 10)}, groups)
+	if len(kept) != 1 || kept[0].old[0].GetId() != 1 {
+		t.Fatalf("kept %v", kept)
+	}
 }
