@@ -37,6 +37,11 @@ type CompactOptions struct {
 	// MaxGroups bounds the groups rewritten in one pass (0: all); the rest waits for the
 	// next pass, which plans again from the new latest version.
 	MaxGroups int
+	// MaxFragments bounds the fragments rewritten in one pass (0: all), splitting a
+	// group if need be: a dataset with a backlog of thousands of small fragments is
+	// compacted by several bounded passes (each its own commit) instead of one that
+	// outlives its deadline and loses everything.
+	MaxFragments int
 	// Logger receives the pass summary; Name identifies the dataset in it.
 	Logger *slog.Logger
 	Name   string
@@ -180,6 +185,10 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 	if o.MaxGroups > 0 && len(plan) > o.MaxGroups {
 		plan = plan[:o.MaxGroups]
 	}
+	truncated := false
+	if o.MaxFragments > 0 {
+		plan, truncated = limitFragments(plan, o.MaxFragments)
+	}
 	wopts := WriteOptions{MaxRowsPerFile: o.TargetRowsPerFragment, MaxBytesPerFile: o.TargetBytesPerFragment, PageBytes: o.PageBytes}
 	wopts.defaults()
 	groups := make([]compactionGroup, 0, len(plan))
@@ -243,7 +252,7 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 		}
 	}
 	res.GroupsDone = len(groups)
-	res.Complete = len(groups) == res.GroupsPlanned
+	res.Complete = len(groups) == res.GroupsPlanned && !truncated
 	res.Version = out.Version()
 	res.Seconds = time.Since(start).Seconds()
 	o.Logger.Info("lance compaction", "dataset", o.Name, "version", res.Version, "fragments_removed", res.FragmentsRemoved,
@@ -251,6 +260,25 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 		"deleted_rows_removed", res.DeletedRowsRemoved, "complete", res.Complete, "seconds", res.Seconds)
 	out.uri = d.uri
 	return out, res, nil
+}
+
+// limitFragments keeps the first groups of plan holding at most max fragments in all,
+// cutting the last one short (when what is left of it still merges fragments). It
+// reports whether anything was left out.
+func limitFragments(plan [][]*tablepb.DataFragment, max int) ([][]*tablepb.DataFragment, bool) {
+	total := 0
+	for i, g := range plan {
+		if total+len(g) <= max {
+			total += len(g)
+			continue
+		}
+		out := plan[:i]
+		if rest := max - total; rest >= 2 {
+			out = append(out[:i:i], g[:rest])
+		}
+		return out, true
+	}
+	return plan, false
 }
 
 // compactRecommits bounds how often Compact recommits its intact groups after a

@@ -441,3 +441,43 @@ func TestIntactGroups(t *testing.T) {
 		t.Fatalf("kept %v", kept)
 	}
 }
+
+// TestCompactionMaxFragmentsBoundsAPass: a backlog larger than MaxFragments is
+// compacted by several passes, each committing at most that many fragments.
+func TestCompactionMaxFragmentsBoundsAPass(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	ds, err := WriteStore(ctx, st, reader(testRows(0, 5)), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 25; i++ {
+		if ds, err = ds.Append(ctx, reader(testRows(i*5, 5)), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := ids(t, ds, "")
+	passes := 0
+	for {
+		out, res, err := ds.Compact(ctx, CompactOptions{MaxFragments: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.FragmentsRemoved > 10 {
+			t.Fatalf("pass %d rewrote %d fragments", passes, res.FragmentsRemoved)
+		}
+		ds = out
+		if res.GroupsPlanned == 0 {
+			break
+		}
+		passes++
+		if res.Complete != (passes == 3) {
+			t.Fatalf("pass %d: complete=%v (%+v)", passes, res.Complete, res)
+		}
+	}
+	// 25 fragments: 10 -> 1, then 1+9 -> 1, then 1+5 -> 1.
+	if passes != 3 || len(ds.Fragments()) != 1 {
+		t.Fatalf("%d passes, %d fragments left", passes, len(ds.Fragments()))
+	}
+	equalIDs(t, ids(t, ds, ""), want)
+}

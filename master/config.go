@@ -66,6 +66,10 @@ type Settings struct {
 	// CompactionMaxBytesPerFile: fragments this large are never merged
 	// (COMPACTION_MAX_BYTES_PER_FILE, 1 GiB).
 	CompactionMaxBytesPerFile int64
+	// CompactionMaxFragments bounds the fragments one compact task rewrites
+	// (COMPACTION_MAX_FRAGMENTS, 1000): a larger backlog takes several tasks, each a
+	// commit of its own, rather than one that outlives its deadline.
+	CompactionMaxFragments int
 	// CompactionTimeout is the deadline of a compact task (COMPACTION_TIMEOUT_SECS, 1800).
 	CompactionTimeout time.Duration
 
@@ -116,6 +120,7 @@ func DefaultSettings() Settings {
 		MinFragments:                16,
 		TargetRowsPerFragment:       1 << 20,
 		CompactionMaxBytesPerFile:   1 << 30,
+		CompactionMaxFragments:      1000,
 		CompactionTimeout:           1800 * time.Second,
 		CleanupInterval:             3600 * time.Second,
 		CleanupOlderThan:            time.Hour,
@@ -172,6 +177,7 @@ func SettingsEnv() []EnvVar {
 		n("MIN_FRAGMENTS", "fragments that make an experiment a compaction candidate", func(s *Settings) *int { return &s.MinFragments }),
 		{Name: "TARGET_ROWS_PER_FRAGMENT", Unit: "count", Help: "rows per fragment compaction aims for", num: func(s *Settings) *int64 { return &s.TargetRowsPerFragment }},
 		b("COMPACTION_MAX_BYTES_PER_FILE", "fragments with this many bytes are never merged by compaction", func(s *Settings) *int64 { return &s.CompactionMaxBytesPerFile }),
+		n("COMPACTION_MAX_FRAGMENTS", "fragments one compact task rewrites at most; later tasks continue", func(s *Settings) *int { return &s.CompactionMaxFragments }),
 		d("COMPACTION_TIMEOUT_SECS", "secs", "deadline of a compact task", func(s *Settings) *time.Duration { return &s.CompactionTimeout }),
 		d("CLEANUP_INTERVAL_SECS", "secs", "seconds between version-cleanup planning passes; 0 disables", func(s *Settings) *time.Duration { return &s.CleanupInterval }),
 		d("CLEANUP_OLDER_THAN_SECS", "secs", "dataset versions older than this are removed by cleanup tasks", func(s *Settings) *time.Duration { return &s.CleanupOlderThan }),
@@ -277,6 +283,7 @@ func (s Settings) Validate() error {
 	check(s.MinFragments >= 2, "MIN_FRAGMENTS must be at least 2")
 	check(s.TargetRowsPerFragment >= 1, "TARGET_ROWS_PER_FRAGMENT must be at least 1")
 	check(s.CompactionTimeout > 0, "COMPACTION_TIMEOUT_SECS must be positive")
+	check(s.CompactionMaxFragments >= 2, "COMPACTION_MAX_FRAGMENTS must be at least 2")
 	check(s.CleanupMaxObjects >= 1, "CLEANUP_MAX_OBJECTS must be at least 1")
 	check(s.SweepMaxNewTasks >= 1, "SWEEP_MAX_NEW_TASKS must be at least 1")
 	check(s.TaskConcurrency >= 0, "TASK_CONCURRENCY must not be negative")

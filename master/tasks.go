@@ -368,7 +368,7 @@ func (m *Master) runCompact(ctx context.Context, target string, rep *TaskReport)
 		return "", fmt.Errorf("compact %s: %w", target, err)
 	}
 	_, res, err := ds.Compact(ctx, lance.CompactOptions{TargetRowsPerFragment: m.set.TargetRowsPerFragment,
-		TargetBytesPerFragment: m.set.CompactionMaxBytesPerFile, Logger: m.log, Name: target})
+		TargetBytesPerFragment: m.set.CompactionMaxBytesPerFile, MaxFragments: m.set.CompactionMaxFragments, Logger: m.log, Name: target})
 	m.met.compactionPhase.WithLabelValues("compact").Observe(time.Since(t0).Seconds())
 	if err != nil {
 		return "", fmt.Errorf("compact %s: %w", target, err)
