@@ -167,7 +167,7 @@ func newCluster(root, logDir string, seed uint64) (*cluster, error) {
 				"--compaction-interval-secs", "3", "--min-fragments", "6",
 				"--cleanup-interval-secs", "3", "--cleanup-older-than-secs", "3", "--cleanup-min-new-versions", "3",
 				"--task-recovery-interval-secs", "2", "--task-concurrency", "2",
-				"--merge-execution-timeout-secs", "20", "--compaction-timeout-secs", "30", "--maintenance-timeout-secs", "10",
+				"--merge-execution-timeout-secs", "20", "--compaction-timeout-secs", "30", "--compaction-max-fragments", "300", "--maintenance-timeout-secs", "10",
 				"--task-timeout-secs", "30", "--task-cooldown-base-secs", "1", "--task-cooldown-max-secs", "5",
 				"--shutdown-timeout", "10s"}
 		}
