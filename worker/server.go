@@ -86,6 +86,11 @@ func (s *Server) Config() Config { return s.cfg }
 // Handler is the worker's HTTP API (api.Routes()), /metrics included.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// WALMetrics is the worker's WAL instrumentation, registered on Config.Registerer,
+// for another component of the same process that runs WAL work (the master's merges
+// in `lancectx serve`) to count into the same series.
+func (s *Server) WALMetrics() *wal.Metrics { return s.walMet }
+
 // Close stops the merge loop and closes every store handle, which seals each
 // shard's unsealed rows (bounded by ctx; rows left unsealed are replayed from the WAL
 // on the next open). Requests should be drained first (http.Server.Shutdown).

@@ -164,7 +164,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 	q := sf.ctl.queue
 	m, err := master.New(ctx, master.Config{Settings: sf.ctl.set, Data: data, DataURI: dataURI(dataDir), Coord: cli,
 		Queue: &q, InstanceID: sf.ctl.masterID, Address: sec.Scheme() + "://" + listen, Registerer: reg, Gatherer: reg,
-		WALMetrics: wal.NewMetrics(nil), // the worker registered the WAL metrics on reg
+		WALMetrics: w.WALMetrics(), // registered on reg by the worker: the master's merges count there too
 		Logger:     log})
 	if err != nil {
 		return err
