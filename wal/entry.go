@@ -3,7 +3,10 @@ package wal
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strconv"
 
@@ -48,7 +51,36 @@ func encodeEntry(s *arrow.Schema, shard string, epoch, seq uint64, recs []arrow.
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("wal: encode entry: %w", err)
 	}
-	return buf.Bytes(), nil
+	return appendTrailer(buf.Bytes()), nil
+}
+
+// An entry ends with an 8-byte trailer: entryMagic and the CRC-32C of the Arrow IPC
+// stream before it. A torn or bit-flipped entry is then an error before a byte of it
+// reaches the IPC decoder, which trusts the lengths in its metadata (a corrupt count
+// makes it try to allocate gigabytes). As in etcd's and Prometheus' WALs, the
+// checksum is the gate; the decoder only sees bytes this package wrote.
+var (
+	entryMagic = [4]byte{'L', 'X', 'W', '1'}
+	crcTable   = crc32.MakeTable(crc32.Castagnoli)
+)
+
+const trailerLen = 8
+
+func appendTrailer(ipcBytes []byte) []byte {
+	out := append(ipcBytes, entryMagic[:]...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(ipcBytes, crcTable))
+}
+
+// checkTrailer returns the IPC stream of an entry whose trailer matches it.
+func checkTrailer(key string, buf []byte) ([]byte, error) {
+	if len(buf) < trailerLen || !bytes.Equal(buf[len(buf)-trailerLen:len(buf)-4], entryMagic[:]) {
+		return nil, fmt.Errorf("%w: entry %s has no trailer (torn write or not a WAL entry)", ErrCorruptEntry, key)
+	}
+	body := buf[:len(buf)-trailerLen]
+	if got, want := crc32.Checksum(body, crcTable), binary.LittleEndian.Uint32(buf[len(buf)-4:]); got != want {
+		return nil, fmt.Errorf("%w: entry %s fails its checksum (crc32c %08x, trailer says %08x)", ErrCorruptEntry, key, got, want)
+	}
+	return body, nil
 }
 
 // entry is a decoded WAL entry.
@@ -94,7 +126,14 @@ func readEntry(ctx context.Context, st objstore.Reader, shard string, seq uint64
 	return e, nil
 }
 
+// ErrCorruptEntry: a WAL entry object is not what this package wrote (checksum,
+// framing or metadata).
+var ErrCorruptEntry = errors.New("wal: corrupt entry")
+
 func decodeEntry(key string, buf []byte, target *arrow.Schema) (e *entry, err error) {
+	if buf, err = checkTrailer(key, buf); err != nil {
+		return nil, err
+	}
 	// The IPC decoder is third-party code fed with bytes from storage: a panic there is
 	// a corrupt entry, not a crash of the worker.
 	defer func() {
@@ -102,21 +141,21 @@ func decodeEntry(key string, buf []byte, target *arrow.Schema) (e *entry, err er
 			if e != nil {
 				e.release()
 			}
-			e, err = nil, fmt.Errorf("wal: corrupt entry %s: %v", key, r)
+			e, err = nil, fmt.Errorf("%w %s: %v", ErrCorruptEntry, key, r)
 		}
 	}()
 	rd, err := ipc.NewReader(bytes.NewReader(buf), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		return nil, fmt.Errorf("wal: corrupt entry %s: %w", key, err)
+		return nil, fmt.Errorf("%w %s: %w", ErrCorruptEntry, key, err)
 	}
 	defer rd.Release()
 	md := rd.Schema().Metadata()
 	e = &entry{}
 	if e.epoch, err = metaUint(md, metaEpoch); err != nil {
-		return nil, fmt.Errorf("wal: corrupt entry %s: %w", key, err)
+		return nil, fmt.Errorf("%w %s: %w", ErrCorruptEntry, key, err)
 	}
 	if e.seq, err = metaUint(md, metaSeq); err != nil {
-		return nil, fmt.Errorf("wal: corrupt entry %s: %w", key, err)
+		return nil, fmt.Errorf("%w %s: %w", ErrCorruptEntry, key, err)
 	}
 	for rd.Next() {
 		rec, err := conform(rd.RecordBatch(), target)
@@ -130,7 +169,7 @@ func decodeEntry(key string, buf []byte, target *arrow.Schema) (e *entry, err er
 	}
 	if err := rd.Err(); err != nil {
 		e.release()
-		return nil, fmt.Errorf("wal: corrupt entry %s: %w", key, err)
+		return nil, fmt.Errorf("%w %s: %w", ErrCorruptEntry, key, err)
 	}
 	return e, nil
 }
