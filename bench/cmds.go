@@ -35,7 +35,7 @@ var ErrUsage = errors.New("usage")
 
 // Usage is the command-line help of lancebench.
 const Usage = `lancebench: the lancectx side of the LanceDB comparison (bench/run.sh drives it).
-Every command prints one JSON object on stdout.
+Every command prints one JSON object on stdout (test-figures: one per test; report: markdown).
 
   lancebench write        --uri DIR [--rows N] [--batch N] [--seed S] [--stream] [--no-fsync]
   lancebench scan         --uri DIR [--columns a,b] [--digest]
@@ -55,6 +55,31 @@ Maintenance (issue 3):
                           [--delete-batch 1000] [--delete-concurrency 4]
   lancebench compact      --uri COPY [--target-rows N] [--digest]
   lancebench count        --uri DIR                (files by kind and a digest of their paths)
+
+Master (issue 6; a real master with an embedded etcd in this process):
+  lancebench gen-experiments  --uri DIR [--experiments 10000]
+  lancebench gen-coldstart    --uri DIR --fixture EXPERIMENTS_DIR [--experiments 10000] [--versions 170000]
+  lancebench master-list      --fixture EXPERIMENTS_DIR --uri COPY [--experiments 10000] [--readers 50]
+                              [--idle 5s] [--backlog 20000] [--faults latency=20ms]
+  lancebench master-coldstart --fixture COLDSTART_DIR --uri COPY [--after 3s]
+
+gen-experiments registers N experiments, each a copy of a small rollout dataset;
+gen-coldstart adds a _stats table of one scan round grown to --versions versions. Both
+are built once and reused (DIR.build.json); the measurements run on hard-linked copies.
+master-list: two stats scan rounds, then --readers concurrent GET /api/v1/experiments
+for --idle, then again while a _stats maintenance pass removes a --backlog of versions
+through a store view with --faults. master-coldstart: master.New with production
+settings on a copy of the fixture, then the first GET /api/v1/experiments.
+
+Coordination (issue 4; an embedded etcd in this process):
+  lancebench coord            [--reps 5] [--trylock-wait 2s] [--failover=true]
+  lancebench test-figures     --in GO_TEST_JSON   (one JSON line per test: pass, time, log lines)
+
+coord times TryLock while another holder keeps the lock, Lock with an ended or
+cancelled context, and the election of a new planner leader after the leader process
+(lancebench coord-campaign, a subprocess) is killed with SIGKILL; lease TTL 5 s.
+test-figures turns the output of go test -json -v into results for the report
+(run.sh runs the coordination tests and the incident test of the master that way).
 
 gen-history builds a stats-shaped history of real commits once (upserts, appends,
 deletes, then a compaction) and reuses it when its DIR.build.json marker matches.
@@ -105,6 +130,16 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		delConc    = fset.Int("delete-concurrency", 4, "cleanup: batch deletes in flight")
 		targetRows = fset.Int64("target-rows", 0, "compact: target rows per fragment (0: Lance's default, 1,048,576)")
 		cpuprofile = fset.String("cpuprofile", "", "write a CPU profile of the command to this file")
+		exps       = fset.Int("experiments", 10000, "gen-experiments, gen-coldstart, master-list: experiments")
+		fixtureDir = fset.String("fixture", "", "gen-coldstart, master-list, master-coldstart: fixture directory")
+		readers    = fset.Int("readers", 50, "master-list: concurrent readers")
+		idle       = fset.Duration("idle", 5*time.Second, "master-list: time the readers run with nothing else going on")
+		backlog    = fset.Int("backlog", 20000, "master-list: _stats versions the maintenance pass removes")
+		after      = fset.Duration("after", 3*time.Second, "master-coldstart: listing time after the first answer")
+		reps       = fset.Int("reps", 5, "coord: TryLock and failover measurements")
+		tryWait    = fset.Duration("trylock-wait", 2*time.Second, "coord: TryLock's wait")
+		failover   = fset.Bool("failover", true, "coord: measure the failover after a SIGKILL of the leader process")
+		endpoints  = fset.String("endpoints", "", "coord-campaign: etcd endpoints")
 	)
 	if err := fset.Parse(rest); err != nil {
 		return fmt.Errorf("%w: %v\n%s", ErrUsage, err, Usage)
@@ -182,6 +217,57 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		if err = needURI(); err == nil {
 			res, err = CountObjects(*uri)
 		}
+	case "gen-experiments":
+		if err = needURI(); err == nil {
+			res, err = GenExperiments(ctx, *uri, *exps)
+		}
+	case "gen-coldstart":
+		if err = needURI(); err == nil {
+			if *fixtureDir == "" {
+				return fmt.Errorf("%w: gen-coldstart needs --fixture (the experiments fixture)", ErrUsage)
+			}
+			vers := 170_000
+			if isSet(fset, "versions") {
+				vers = int(*versions)
+			}
+			res, err = GenColdStart(ctx, *uri, *fixtureDir, *exps, vers)
+		}
+	case "master-list":
+		faultsSpec := *faultSpec
+		if !isSet(fset, "faults") {
+			faultsSpec = "latency=20ms"
+		}
+		res, err = MasterList(ctx, MasterListOptions{Fixture: *fixtureDir, URI: *uri, Experiments: *exps, Readers: *readers,
+			Idle: *idle, Backlog: *backlog, Faults: faultsSpec})
+	case "master-coldstart":
+		if err = needURI(); err == nil {
+			if *fixtureDir == "" {
+				return fmt.Errorf("%w: master-coldstart needs --fixture", ErrUsage)
+			}
+			res, err = MasterColdStart(ctx, *fixtureDir, *uri, *after)
+		}
+	case "coord":
+		res, err = Coord(ctx, CoordOptions{Reps: *reps, TryLockWait: *tryWait, Failover: *failover})
+	case "coord-campaign":
+		if *endpoints == "" {
+			return fmt.Errorf("%w: coord-campaign needs --endpoints", ErrUsage)
+		}
+		return CoordCampaign(ctx, *endpoints, stdout)
+	case "test-figures":
+		if *in == "" {
+			return fmt.Errorf("%w: test-figures needs --in (the output of go test -json)", ErrUsage)
+		}
+		runs, err := TestFigures(*in)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		for _, r := range runs {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "report":
 		if *in == "" || *meta == "" {
 			return fmt.Errorf("%w: report needs --in and --meta", ErrUsage)
@@ -195,6 +281,17 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	enc := json.NewEncoder(stdout)
 	return enc.Encode(res)
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fset *flag.FlagSet, name string) bool {
+	set := false
+	fset.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
 
 // WriteResult is the output of write.

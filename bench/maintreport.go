@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 )
@@ -69,12 +68,11 @@ func cpuOf(r Result) float64     { return r.CPUSeconds }
 // maintReport renders the maintenance section: cleanup of the version backlog (on a
 // store with injected latency, in bounded passes, and on local disk against LanceDB)
 // and compaction of many one-row fragments.
-func maintReport(w io.Writer, meta Meta, results []Result) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func maintReport(e *emitter, meta Meta, results []Result) {
+	p := e.p
 	var details []string
 	detail := func(format string, args ...any) { details = append(details, fmt.Sprintf(format, args...)) }
 
-	p("## Maintenance benchmarks (issue 3)\n\n")
 	versions := thousands(int64(meta.HistoryVersions))
 	if hs := pick(results, benchHistory, "", ""); len(hs) > 0 {
 		h := hs[len(hs)-1]
@@ -94,14 +92,14 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 			h.Keys, versions, strings.Join(ops, ", "), built, h.Store, kinds(h.Objects))
 	}
 	p("Ratio is the speed ratio lancectx/LanceDB (above 1: lancectx faster).\n\n")
-	p("| benchmark | lancectx | LanceDB | ratio | CPU-time ratio | target | met? |\n|---|---|---|---|---|---|---|\n")
+	p("%s", tableHeader)
 
 	median := func(rs []Result, get func(Result) float64) float64 {
 		v, _ := medianOf(rs, get)
 		return v
 	}
 	// 6. On a store with injected latency.
-	onePass := func(bench, what string) {
+	onePass := func(id, bench, what string) {
 		rs := pick(results, bench, SideGo, "")
 		if len(rs) == 0 {
 			return
@@ -109,11 +107,13 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 		r := rs[0]
 		v, vals := medianOf(rs, secondsOf)
 		ok := v <= cleanupSLO && !slices.ContainsFunc(rs, func(r Result) bool { return !r.Complete })
-		p("| 6. cleanup of the %s-version backlog (%s objects), store with %s per request, one pass%s | %.2f s (%s objects/s) | — | — | — | <= %.0f s | %s |\n",
-			versions, thousands(int64(r.Reclaimed.Total)), faultLatency(r.Faults), what, v, si(median(rs, func(r Result) float64 { return r.ObjectsPerS })), cleanupSLO, yesNo(ok))
+		e.row(tableRow{id: id, title: fmt.Sprintf("6. cleanup of the %s-version backlog (%s objects), store with %s per request, one pass%s",
+			versions, thousands(int64(r.Reclaimed.Total)), faultLatency(r.Faults), what),
+			lancectx: fmt.Sprintf("%.2f s (%s objects/s)", v, si(median(rs, func(r Result) float64 { return r.ObjectsPerS }))),
+			lancedb:  "—", ratio: "—", cpuRatio: "—", target: fmt.Sprintf("<= %.0f s", cleanupSLO), met: yesNo(ok)})
 		detail("- 6. one pass%s, %s: seconds %s; reclaimed %s; requests %s; phases %s", what, r.Faults, fmtVals(vals), kinds(r.Reclaimed), fmtRequests(r.Requests), fmtPhases(r.PassLog))
 	}
-	passes := func(bench, what string) {
+	passes := func(id, bench, what string) {
 		rs := pick(results, bench, SideGo, "")
 		if len(rs) == 0 {
 			return
@@ -125,8 +125,9 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 		if !r.Complete {
 			how = fmt.Sprintf("first %d passes only; backlog not finished here", r.Passes)
 		}
-		p("| 6. same backlog in passes of --max-objects %s%s: longest pass | %.2f s (%s) | — | — | — | <= %.0f s per pass, backlog finished | %s |\n",
-			thousands(int64(r.MaxObjects)), what, v, how, passSLO, yesNo(ok))
+		e.row(tableRow{id: id, title: fmt.Sprintf("6. same backlog in passes of --max-objects %s%s: longest pass", thousands(int64(r.MaxObjects)), what),
+			lancectx: fmt.Sprintf("%.2f s (%s)", v, how), lancedb: "—", ratio: "—", cpuRatio: "—",
+			target: fmt.Sprintf("<= %.0f s per pass, backlog finished", passSLO), met: yesNo(ok)})
 		var ps []float64
 		for _, pl := range r.PassLog {
 			ps = append(ps, pl.Seconds)
@@ -135,10 +136,10 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 			r.MaxObjects, what, r.Faults, fmtVals(vals), fmtVals(ps), r.Passes, r.Seconds, r.ObjectsPerS, kinds(r.Reclaimed), fmtRequests(r.Requests), fmtPhases(r.PassLog))
 	}
 	const idx = ", store listing served from an index (diagnosis)"
-	onePass(benchCleanupLat, "")
-	onePass(benchCleanupLatIdx, idx)
-	passes(benchCleanupPasses, "")
-	passes(benchCleanupPassesIdx, idx)
+	onePass("3.1", benchCleanupLat, "")
+	onePass("", benchCleanupLatIdx, idx)
+	passes("3.2", benchCleanupPasses, "")
+	passes("", benchCleanupPassesIdx, idx)
 	if rs := pick(results, benchCleanupVerify, SideGo, ""); len(rs) > 0 {
 		r := rs[0]
 		v := median(rs, secondsOf)
@@ -146,15 +147,15 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 		if r.Listing == "index" {
 			what = idx
 		}
-		p("| 6. same, one pass with VerifyExpired (reads every removed manifest first, as Lance does)%s | %.2f s (%s objects/s) | — | — | — | info | — |\n",
-			what, v, si(r.ObjectsPerS))
+		e.row(tableRow{title: fmt.Sprintf("6. same, one pass with VerifyExpired (reads every removed manifest first, as Lance does)%s", what),
+			lancectx: fmt.Sprintf("%.2f s (%s objects/s)", v, si(r.ObjectsPerS)), lancedb: "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
 		detail("- 6. VerifyExpired%s, %s: %.2f s; reclaimed %s; requests %s; phases %s", what, r.Faults, v, kinds(r.Reclaimed), fmtRequests(r.Requests), fmtPhases(r.PassLog))
 	}
 	// 7. Local disk against LanceDB.
 	ls := pick(results, benchCleanupLocal, SideLanceDB, "")
 	digests := map[string]bool{}
 	var leftRows [][]Result
-	local := func(bench, title, what string) {
+	local := func(id, bench, title, what string) {
 		gs := pick(results, bench, SideGo, "")
 		if len(gs) == 0 && (bench != benchCleanupLocal || len(ls) == 0) {
 			return
@@ -182,8 +183,8 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 		if gc > 0 && lc > 0 {
 			cpuRatio = fmt.Sprintf("%.2f", lc/gc)
 		}
-		p("| %s | %s | %s | %s | %s | >= %.1f (lancectx time <= %.1fx LanceDB's) | %s |\n",
-			title, gText, lText, ratio, cpuRatio, localRatio, 1/localRatio, met)
+		e.row(tableRow{id: id, title: title, lancectx: gText, lancedb: lText, ratio: ratio, cpuRatio: cpuRatio,
+			target: fmt.Sprintf(">= %.1f (lancectx time <= %.1fx LanceDB's)", localRatio, 1/localRatio), met: met})
 		for _, r := range gs {
 			digests[r.After.Digest] = true
 		}
@@ -191,13 +192,13 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 			leftRows = append(leftRows, gs)
 		}
 	}
-	local(benchCleanupLocal, "7. cleanup of the same backlog, local disk, no injected latency (LanceDB: optimize, whose compaction finds nothing to do)", "")
+	local("3.3", benchCleanupLocal, "7. cleanup of the same backlog, local disk, no injected latency (LanceDB: optimize, whose compaction finds nothing to do)", "")
 	if len(ls) > 0 {
 		_, vals := medianOf(ls, secondsOf)
 		_, cvals := medianOf(ls, cpuOf)
 		detail("- 7. local cleanup, lancedb: seconds %s; CPU %s s; reclaimed %s", fmtVals(vals), fmtVals(cvals), kinds(ls[0].Reclaimed))
 	}
-	local(benchCleanupLocalIdx, "7. same, lancectx with the store listing served from an index (diagnosis)", idx)
+	local("", benchCleanupLocalIdx, "7. same, lancectx with the store listing served from an index (diagnosis)", idx)
 	if len(leftRows) > 0 || len(ls) > 0 {
 		// Both must leave the same files (and so have reclaimed the same set).
 		left := func(rs []Result) string {
@@ -217,7 +218,8 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 			gl = "—"
 		}
 		same := len(leftRows) > 0 && len(ls) > 0 && len(digests) == 1
-		p("| 7. files left after cleanup (each run on its own identical copy) | %s | %s | — | — | the same set | %s |\n", gl, left(ls), yesNo(same))
+		e.row(tableRow{id: "3.4", title: "7. files left after cleanup (each run on its own identical copy)", lancectx: gl, lancedb: left(ls),
+			ratio: "—", cpuRatio: "—", target: "the same set", met: yesNo(same)})
 		if len(leftRows) > 0 {
 			detail("- 7. lancectx left: %s", kinds(leftRows[0][0].After))
 		}
@@ -247,8 +249,9 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 			}
 			return fmt.Sprintf("%.0f MiB%s", v/(1<<20), what)
 		}
-		p("| 8. compaction of %s one-row fragments: peak RSS (VmHWM, fresh process; max over repetitions) | %s | %s | — | — | < %d MiB | %s |\n",
-			nf, cellMiB(gp, ""), cellMiB(lp, " (node + LanceDB, info)"), compactRSS>>20, yesNo(gp > 0 && gp < compactRSS))
+		e.row(tableRow{id: "3.5", title: fmt.Sprintf("8. compaction of %s one-row fragments: peak RSS (VmHWM, fresh process; max over repetitions)", nf),
+			lancectx: cellMiB(gp, ""), lancedb: cellMiB(lp, " (node + LanceDB, info)"), ratio: "—", cpuRatio: "—",
+			target: fmt.Sprintf("< %d MiB", compactRSS>>20), met: yesNo(gp > 0 && gp < compactRSS)})
 		cell := func(rs []Result) (string, float64, float64) {
 			if len(rs) == 0 {
 				return "—", 0, 0
@@ -274,8 +277,8 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 		if gc > 0 && lc > 0 {
 			cpuRatio = fmt.Sprintf("%.2f", lc/gc)
 		}
-		p("| 8. compaction of %s one-row fragments: time (LanceDB: optimize, default target; includes its cleanup of nothing) | %s | %s | %s | %s | info | — |\n",
-			nf, gText, lText, ratio, cpuRatio)
+		e.row(tableRow{title: fmt.Sprintf("8. compaction of %s one-row fragments: time (LanceDB: optimize, default target; includes its cleanup of nothing)", nf),
+			lancectx: gText, lancedb: lText, ratio: ratio, cpuRatio: cpuRatio, target: "info", met: "—"})
 		if len(gs) > 0 {
 			g := gs[0]
 			reads, expect := pick(results, benchCompactRead, SideLanceDB, ""), pick(results, benchCompactExpect, "", "")
@@ -290,8 +293,9 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 			if len(ls) > 0 {
 				ldbText = fmt.Sprintf("%d fragment(s)", ls[0].FragmentsAfter)
 			}
-			p("| 8. compaction output, target %s rows: fragments of the target size, readable by LanceDB | %s; %s | %s | — | — | target size, LanceDB reads rows and digest | %s |\n",
-				thousands(g.TargetRows), fragSizes(g.FragmentRows), readText, ldbText, yesNo(g.TargetSized && readOK))
+			e.row(tableRow{id: "3.6", title: fmt.Sprintf("8. compaction output, target %s rows: fragments of the target size, readable by LanceDB", thousands(g.TargetRows)),
+				lancectx: fmt.Sprintf("%s; %s", fragSizes(g.FragmentRows), readText), lancedb: ldbText, ratio: "—", cpuRatio: "—",
+				target: "target size, LanceDB reads rows and digest", met: yesNo(g.TargetSized && readOK)})
 			if gl := pick(results, benchCompactRead, SideGo, ""); len(gl) > 0 && len(expect) > 0 {
 				detail("- 8. lancectx reads LanceDB's compaction: %d rows, digest %s (want %s)", gl[0].Rows, gl[0].Digest, expect[0].Digest)
 			}
@@ -304,8 +308,9 @@ func maintReport(w io.Writer, meta Meta, results []Result) {
 		for _, r := range rs {
 			peak = max(peak, float64(r.PeakRSS))
 		}
-		p("| 8. same compaction, target %s rows | %s; %.2f s, peak RSS %.0f MiB | — | — | — | target size, peak < %d MiB | %s |\n",
-			thousands(r.TargetRows), fragSizes(r.FragmentRows), v, peak/(1<<20), compactRSS>>20, yesNo(r.TargetSized && peak < compactRSS))
+		e.row(tableRow{id: "3.7", title: fmt.Sprintf("8. same compaction, target %s rows", thousands(r.TargetRows)),
+			lancectx: fmt.Sprintf("%s; %.2f s, peak RSS %.0f MiB", fragSizes(r.FragmentRows), v, peak/(1<<20)), lancedb: "—", ratio: "—", cpuRatio: "—",
+			target: fmt.Sprintf("target size, peak < %d MiB", compactRSS>>20), met: yesNo(r.TargetSized && peak < compactRSS)})
 	}
 
 	p("\n### Run\n\n")

@@ -2,11 +2,8 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -69,6 +66,9 @@ type Result struct {
 	Reused       bool           `json:"reused"`
 	BuiltAt      string         `json:"built_at"`
 	Store        string         `json:"store"`
+
+	// Raw is the whole JSON line, for sections that decode their own result types.
+	Raw json.RawMessage `json:"-"`
 }
 
 // Meta describes the run; run.sh writes it as JSON.
@@ -96,6 +96,21 @@ type Meta struct {
 	HistoryVersions  int      `json:"history_versions"`
 	CompactFragments int      `json:"compact_fragments"`
 	MaintNotes       []string `json:"maint_notes"`
+	// Coordination, worker and master section notes.
+	CoordNotes  []string `json:"coord_notes"`
+	WorkerNotes []string `json:"worker_notes"`
+	MasterNotes []string `json:"master_notes"`
+	// Durations is the wall time of each section of the run.
+	Durations []SectionTime `json:"durations"`
+}
+
+// SectionTime is how long one section of a run took.
+type SectionTime struct {
+	Section string  `json:"section"`
+	Seconds float64 `json:"seconds"`
+	// LoadStart and LoadEnd are /proc/loadavg (1/5/15 min) when it started and ended.
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
 }
 
 // metric extracts the compared figure of a result and the CPU time it cost.
@@ -148,6 +163,7 @@ var (
 // benchDef is one row of the results table: the Go results of goBench (mode goMode, ""
 // for any) against the LanceDB results of ldbBench (mode ldbMode).
 type benchDef struct {
+	id                string // summary target id; "" for informational rows
 	title             string
 	goBench, ldbBench string
 	goMode, ldbMode   string
@@ -161,90 +177,33 @@ func definitions(versions int) []benchDef {
 	if versions == 10000 {
 		nv = "10,000"
 	}
-	same := func(title, bench string, m metric, target float64, text string) benchDef {
-		return benchDef{title: title, goBench: bench, ldbBench: bench, metric: m, target: target, targetText: text}
+	same := func(id, title, bench string, m metric, target float64, text string) benchDef {
+		return benchDef{id: id, title: title, goBench: bench, ldbBench: bench, metric: m, target: target, targetText: text}
 	}
-	open := func(title, bench, ldbMode string, target float64, text string) benchDef {
-		d := same(title, bench, latency, target, text)
+	open := func(id, title, bench, ldbMode string, target float64, text string) benchDef {
+		d := same(id, title, bench, latency, target, text)
 		d.ldbMode = ldbMode
 		return d
 	}
 	return []benchDef{
-		same("1. write new dataset, as shipped (lancectx fsyncs, LanceDB does not)", "write", rowsPerS, 1.0, ">= 1.0"),
-		same("1. write new dataset, both durable (LanceDB + fsync of its files)", "write", durable, 1.0, ">= 1.0"),
+		same("2.1", "1. write new dataset, as shipped (lancectx fsyncs, LanceDB does not)", "write", rowsPerS, 1.0, ">= 1.0"),
+		same("2.2", "1. write new dataset, both durable (LanceDB + fsync of its files)", "write", durable, 1.0, ">= 1.0"),
 		{title: "1. write new dataset, neither fsyncs (lancectx --no-fsync; diagnosis)", goBench: "write-nofsync", ldbBench: "write", metric: rowsPerS, targetText: "info"},
-		same("2. full scan, all columns (LanceDB-written files)", "scan-all-ldb", rowsPerS, 0.8, ">= 0.8"),
-		same("2. full scan, all columns (lancectx-written files)", "scan-all-go", rowsPerS, 0.8, ">= 0.8"),
-		same("3. scan reward, sequence_order (LanceDB-written files)", "scan-2num-ldb", rowsPerS, 1.0, ">= 1.0"),
-		same("3. scan reward, sequence_order (lancectx-written files)", "scan-2num-go", rowsPerS, 1.0, ">= 1.0"),
-		same("3. scan reward, id (LanceDB-written files)", "scan-rid-ldb", rowsPerS, 1.0, ">= 1.0"),
-		same("3. scan reward, id (lancectx-written files)", "scan-rid-go", rowsPerS, 1.0, ">= 1.0"),
-		open("4. open latest, "+nv+" versions (LanceDB: new connection + session per open)", "open-big", "fresh", 0.5, ">= 0.5 (within 2x)"),
-		open("4. open latest, 100 versions, same "+nv+" fragments (LanceDB: new connection + session per open)", "open-100", "fresh", 0.5, ">= 0.5 (within 2x)"),
-		open("4. open latest, "+nv+" versions (LanceDB: one connection, warm caches)", "open-big", "reused", 0, "info"),
-		open("4. open latest, 100 versions (LanceDB: one connection, warm caches)", "open-100", "reused", 0, "info"),
+		same("2.3", "2. full scan, all columns (LanceDB-written files)", "scan-all-ldb", rowsPerS, 0.8, ">= 0.8"),
+		same("2.4", "2. full scan, all columns (lancectx-written files)", "scan-all-go", rowsPerS, 0.8, ">= 0.8"),
+		same("2.5", "3. scan reward, sequence_order (LanceDB-written files)", "scan-2num-ldb", rowsPerS, 1.0, ">= 1.0"),
+		same("2.6", "3. scan reward, sequence_order (lancectx-written files)", "scan-2num-go", rowsPerS, 1.0, ">= 1.0"),
+		same("2.7", "3. scan reward, id (LanceDB-written files)", "scan-rid-ldb", rowsPerS, 1.0, ">= 1.0"),
+		same("2.8", "3. scan reward, id (lancectx-written files)", "scan-rid-go", rowsPerS, 1.0, ">= 1.0"),
+		open("2.9", "4. open latest, "+nv+" versions (LanceDB: new connection + session per open)", "open-big", "fresh", 0.5, ">= 0.5 (within 2x)"),
+		open("2.10", "4. open latest, 100 versions, same "+nv+" fragments (LanceDB: new connection + session per open)", "open-100", "fresh", 0.5, ">= 0.5 (within 2x)"),
+		open("", "4. open latest, "+nv+" versions (LanceDB: one connection, warm caches)", "open-big", "reused", 0, "info"),
+		open("", "4. open latest, 100 versions (LanceDB: one connection, warm caches)", "open-100", "reused", 0, "info"),
 	}
 }
-
-// maintMarker starts the maintenance section of RESULTS.md. A run that did not measure
-// one of the two sections keeps that section from the previous file, so running only
-// the maintenance benchmarks (or only the others) does not drop the rest.
-const maintMarker = "<!-- maintenance benchmarks (bench/run.sh; section kept when a run skips it) -->"
 
 // isMaint reports whether a result belongs to the maintenance section.
 func isMaint(r Result) bool { return strings.HasPrefix(r.Bench, "maint-") }
-
-// Report renders RESULTS.md from the results of a run and its metadata. previousPath,
-// when set and readable, supplies the sections the results do not cover.
-func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
-	mb, err := os.ReadFile(metaPath)
-	if err != nil {
-		return fmt.Errorf("read meta: %w", err)
-	}
-	var meta Meta
-	if err := json.Unmarshal(mb, &meta); err != nil {
-		return fmt.Errorf("decode %s: %w", metaPath, err)
-	}
-	results, err := readResults(resultsPath)
-	if err != nil {
-		return err
-	}
-	var prevMain, prevMaint string
-	if previousPath != "" {
-		buf, err := os.ReadFile(previousPath)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("read previous report: %w", err)
-		}
-		prevMain = string(buf)
-		if i := strings.Index(prevMain, maintMarker); i >= 0 {
-			prevMain, prevMaint = prevMain[:i], prevMain[i:]
-		}
-	}
-	var mainRes, maintRes []Result
-	for _, r := range results {
-		if isMaint(r) {
-			maintRes = append(maintRes, r)
-		} else {
-			mainRes = append(mainRes, r)
-		}
-	}
-	var b bytes.Buffer
-	switch {
-	case len(mainRes) > 0 || strings.TrimSpace(prevMain) == "":
-		renderReport(&b, meta, mainRes)
-	default:
-		b.WriteString(strings.TrimRight(prevMain, "\n") + "\n")
-	}
-	switch {
-	case len(maintRes) > 0:
-		b.WriteString("\n" + maintMarker + "\n")
-		maintReport(&b, meta, maintRes)
-	case prevMaint != "":
-		b.WriteString("\n" + strings.TrimRight(prevMaint, "\n") + "\n")
-	}
-	_, err = w.Write(b.Bytes())
-	return err
-}
 
 func readResults(path string) ([]Result, error) {
 	f, err := os.Open(path)
@@ -262,8 +221,20 @@ func readResults(path string) ([]Result, error) {
 		}
 		var r Result
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			// Sections that decode their own result types (worker, master, coord) may
+			// use the names of Result's fields for other types: keep the labels.
+			var labels struct {
+				Bench string `json:"bench"`
+				Rep   int    `json:"rep"`
+				Side  string `json:"side"`
+				Mode  string `json:"mode"`
+			}
+			if err2 := json.Unmarshal([]byte(line), &labels); err2 != nil || labels.Bench == "" {
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			r = Result{Bench: labels.Bench, Rep: labels.Rep, Side: labels.Side, Mode: labels.Mode}
 		}
+		r.Raw = json.RawMessage(line)
 		out = append(out, r)
 	}
 	return out, sc.Err()
@@ -288,15 +259,15 @@ func medianOf(rs []Result, get func(Result) float64) (float64, []float64) {
 	return Median(vals), vals
 }
 
-func renderReport(w io.Writer, meta Meta, results []Result) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("# lancectx vs LanceDB %s: benchmark results\n\n", meta.LanceDB)
-	p("Generated by `bench/run.sh`; do not edit by hand. Same machine, same data: %s rollout-shaped rows ", si(float64(meta.Rows)))
+// renderStorage renders the section of issue 2: the Lance layer against LanceDB.
+func renderStorage(e *emitter, meta Meta, results []Result) {
+	p := e.p
+	p("Same machine, same data: %s rollout-shaped rows ", si(float64(meta.Rows)))
 	p("(id utf8, role utf8 of 4 values, content ~1 KiB large_utf8, reward float32, tokens list<int32> x 64, sequence_order int32), ")
 	p("produced by identical generators in Go (`bench/gen.go`) and JS (`tests/interop/bench-peer.mjs`).\n\n")
 	p("Ratio is the speed ratio lancectx/LanceDB (above 1: lancectx faster); figures are medians of %d interleaved repetitions ", meta.Reps)
 	p("(open: median of %d opens within one process, median over repetitions).\n\n", meta.OpenIters)
-	p("| benchmark | lancectx | LanceDB | ratio | CPU-time ratio | target | met? |\n|---|---|---|---|---|---|---|\n")
+	p("%s", tableHeader)
 	var details []string
 	for _, d := range definitions(meta.Versions) {
 		gs := pick(results, d.goBench, SideGo, d.goMode)
@@ -332,26 +303,31 @@ func renderReport(w io.Writer, meta Meta, results []Result) {
 					met = "yes"
 				}
 			}
+		} else if d.target > 0 {
+			met = "not measured"
 		}
 		if gc > 0 && lc > 0 {
 			cpuRatio = fmt.Sprintf("%.2f", lc/gc)
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s |\n", d.title, gText, lText, ratio, cpuRatio, d.targetText, met)
+		e.row(tableRow{id: d.id, title: d.title, lancectx: gText, lancedb: lText, ratio: ratio, cpuRatio: cpuRatio, target: d.targetText, met: met})
 	}
-	memRows(p, results, &details, meta.Rows)
-	openScaling(p, results, meta.Versions)
-	p("\n## Run\n\n")
-	p("- command: `%s`\n- date: %s\n- total time: %.0f s\n", meta.Command, meta.Date, meta.Seconds)
+	memRows(e, results, &details, meta.Rows)
+	openScaling(e, results, meta.Versions)
+	p("\n### Run\n\n")
+	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
 	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
 	p("- versions: %s; node %s; @lancedb/lancedb %s; apache-arrow (JS) %s\n", meta.Go, meta.Node, meta.LanceDB, meta.ArrowJS)
 	p("- rows: %d; repetitions: %d; opens per measurement: %d; versions of the open dataset: %d\n", meta.Rows, meta.Reps, meta.OpenIters, meta.Versions)
+	if meta.Load != "" {
+		p("- %s\n", meta.Load)
+	}
 	if len(meta.Notes) > 0 {
-		p("\n## How it is measured\n\n")
+		p("\n### How it is measured\n\n")
 		for _, n := range meta.Notes {
 			p("- %s\n", n)
 		}
 	}
-	p("\n## All measurements\n\n")
+	p("\n### All measurements\n\n")
 	for _, d := range details {
 		p("%s\n", d)
 	}
@@ -360,7 +336,8 @@ func renderReport(w io.Writer, meta Meta, results []Result) {
 // memRows adds the peak-memory rows of the streaming Go write at each size and the
 // flatness verdicts: the peak at the benchmark size (rows) within 25% of the peak at the
 // smallest size, and, when a larger size ran, the peak there within 25% of the peak at rows.
-func memRows(p func(string, ...any), results []Result, details *[]string, rows int64) {
+func memRows(e *emitter, results []Result, details *[]string, rows int64) {
+	p := e.p
 	type point struct {
 		rows int64
 		peak float64
@@ -395,26 +372,23 @@ func memRows(p func(string, ...any), results []Result, details *[]string, rows i
 		slices.Sort(stream)
 		p("| 5. lancectx streaming write of %s rows incl. data generation (fresh process) | %s rows/s | — | — | — | info | — |\n", si(float64(rows)), si(Median(stream)))
 	}
-	growth := func(lo, hi point, what string) {
+	growth := func(id string, lo, hi point, what string) {
 		g := hi.peak / lo.peak
-		met := "no"
-		if g <= 1.25 {
-			met = "yes"
-		}
-		p("| 5. memory growth %s -> %s rows%s (peak ratio) | %.2fx | — | — | — | <= 1.25x | %s |\n", si(float64(lo.rows)), si(float64(hi.rows)), what, g, met)
+		e.row(tableRow{id: id, title: fmt.Sprintf("5. memory growth %s -> %s rows%s (peak ratio)", si(float64(lo.rows)), si(float64(hi.rows)), what),
+			lancectx: fmt.Sprintf("%.2fx", g), lancedb: "—", ratio: "—", cpuRatio: "—", target: "<= 1.25x", met: yesNo(g <= 1.25)})
 	}
 	at := slices.IndexFunc(pts, func(pt point) bool { return pt.rows == rows })
 	if at > 0 {
-		growth(pts[0], pts[at], "")
+		growth("2.11", pts[0], pts[at], "")
 	}
 	if at >= 0 && at < len(pts)-1 {
-		growth(pts[at], pts[len(pts)-1], ", beyond the benchmark size")
+		growth("2.12", pts[at], pts[len(pts)-1], ", beyond the benchmark size")
 	}
 }
 
 // openScaling states whether open latency depends on the version count: the latency
 // with many versions over the latency with 100, for each side.
-func openScaling(p func(string, ...any), results []Result, versions int) {
+func openScaling(e *emitter, results []Result, versions int) {
 	var cells [2]string
 	for i, side := range []string{SideGo, SideLanceDB} {
 		mode := ""
@@ -429,7 +403,7 @@ func openScaling(p func(string, ...any), results []Result, versions int) {
 		}
 	}
 	if cells != [2]string{"—", "—"} {
-		p("| 4. open latency at %d versions / at 100 versions (same fragments) | %s | %s | — | — | info | — |\n", versions, cells[0], cells[1])
+		e.row(openFlatRow(fmt.Sprintf("4. open latency at %d versions / at 100 versions (same fragments)", versions), cells[0], cells[1]))
 	}
 }
 

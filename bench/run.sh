@@ -1,67 +1,140 @@
 #!/usr/bin/env bash
-# Benchmarks lancectx (bench/cmd/lancebench) against the official LanceDB 0.31.0 (node,
-# tests/interop/bench-peer.mjs) on this machine with the same generated data, then rewrites
-# bench/RESULTS.md. Every measurement runs in a fresh process; Go and LanceDB runs are
+# The one command behind bench/RESULTS.md: runs every benchmark of issues 2-6 on this
+# machine, with the official LanceDB 0.31.0 (node, tests/interop/bench-*.mjs) beside
+# lancectx wherever it has an equivalent, then rewrites bench/RESULTS.md (figure, peer
+# figure, ratio, command, date, machine, load) and prints its summary table of every
+# target. Every measurement runs in a fresh process; lancectx and LanceDB runs are
 # interleaved (the order alternates every repetition) and the report gives medians.
 #
-#   bench/run.sh [--rows N] [--reps N] [--open-iters N] [--versions N] [--quick] [--no-report]
-#                [--maintenance-only | --no-maintenance] [--history-versions N] [--compact-fragments N]
+#   bench/run.sh [--only SECTIONS | --no-SECTION ...] [--quick] [--no-report] [--reps N] [sizes]
 #
-#   --rows N        rows of the write/scan data set (default 1,000,000)
-#   --reps N        repetitions of every write and scan (default 3)
-#   --open-iters N  opens timed inside one process per open measurement (default 100)
-#   --versions N    versions of the open fixture (default 10,000; the comparison fixture has
-#                   100 versions and the same number of fragments)
-#   --quick         smoke run: 50,000 rows, 1 repetition, 20 opens, 1,000 versions; its report
-#                   goes to bench/out/run/RESULTS.md, not bench/RESULTS.md
+# Sections (all by default; a run that skips some keeps their rows, marked with the date
+# and command that measured them, from the previous bench/RESULTS.md):
+#   storage      issue 2: write, scans, open with 10,000 versions, memory    (~5 min)
+#   maintenance  issue 3: cleanup of a 68,000-version backlog, compaction   (~10 min, fixtures reused)
+#   coord        issue 4: lancebench coord (TryLock, cancelled Lock, SIGKILL failover on
+#                embedded etcd) and the coord package's acceptance tests     (~1-2 min)
+#   worker       issue 5: HTTP ingest vs LanceDB table.add, merge of 1,000 generations,
+#                appends during a merge                                      (~7 min)
+#   master       issue 6: GET /api/v1/experiments over 10,000 experiments (idle and during
+#                _stats maintenance), cold start over 170,000 _stats versions, the
+#                incident test                                               (~5 min, fixtures reused)
+#
+#   --only LIST     run only these sections (comma-separated, e.g. --only worker,master)
+#   --no-storage, --no-maintenance, --no-coord, --no-worker, --no-master: skip one
+#   --maintenance-only    same as --only maintenance
+#   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
+#                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
+#                   generations, 1,000 experiments, 5,000 _stats versions); its report goes
+#                   to bench/out/run/RESULTS.md, not bench/RESULTS.md
 #   --no-report     leave bench/RESULTS.md alone (report in bench/out/run/RESULTS.md)
-#   --maintenance-only    run only the maintenance benchmarks of issue 3 (6-8: cleanup of a
-#                   version backlog, compaction of one-row fragments); the other section of
-#                   bench/RESULTS.md is kept as it is
-#   --no-maintenance      skip them (their section of bench/RESULTS.md is kept as it is)
-#   --history-versions N  versions of the cleanup backlog (default 68,000; --quick: 2,000)
-#   --compact-fragments N one-row fragments to compact (default 10,000; --quick: 1,000)
+#   --reps N        repetitions of every measurement that repeats (default 3)
+# Sizes (defaults are the issues' figures):
+#   --rows N               rows of the write/scan data set (1,000,000)
+#   --open-iters N         opens timed inside one process per open measurement (100)
+#   --versions N           versions of the open fixture (10,000; the comparison fixture has
+#                          100 versions and the same number of fragments)
+#   --history-versions N   versions of the cleanup backlog (68,000)
+#   --compact-fragments N  one-row fragments to compact (10,000)
+#   --coord-reps N         TryLock and failover measurements of lancebench coord (5)
+#   --ingest-seconds N     measured ingest time per side and repetition (10; 1 s warm-up)
+#   --worker-gens N        sealed generations of the merge benchmarks (1,000)
+#   --experiments N        experiments of the master benchmarks (10,000)
+#   --readers N            concurrent GET /api/v1/experiments readers (50)
+#   --list-seconds N       idle listing window (5; the maintenance window lasts as long
+#                          as the pass)
+#   --stats-backlog N      _stats versions the maintenance pass removes under the readers (20,000)
+#   --coldstart-versions N _stats versions of the cold-start fixture (170,000)
 #
-# Needs Go, node 20 and `npm ci --prefix tests/interop`, and jq. The version fixtures are
-# built once with Go under bench/out/ and reused (the 10,000-version one takes minutes, the
-# 68,000-version history about as long); maintenance runs work on hard-linked copies.
+# Needs Go, node 20 and `npm ci --prefix tests/interop`, and jq. Fixtures (version
+# histories, the 10,000-experiment data directory, the 170,000-version _stats) are built
+# once with Go under bench/out/ and reused; measurements work on hard-linked copies.
 # One run at a time: a second run.sh waits for the first (bench/out/run.lock).
 # OS caches are not dropped (that needs root and would disturb everything else on the
 # machine): scans read files from the page cache, warmed before the scan repetitions.
+# The machine may be shared: the report records the load average at the start and end
+# of the run and of every section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 export LANCEDB_LOG=error
 
-ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1
-MAIN=1 MAINT=1 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000 QUICK=0
+ALL_SECTIONS="storage maintenance coord worker master"
+ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
+HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
+COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000
+EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=170000
+ONLY="" SKIP=""
+declare -A SET=()
 ARGS="$*"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rows) ROWS=$2; shift 2 ;;
-    --reps) REPS=$2; shift 2 ;;
-    --open-iters) OPEN_ITERS=$2; shift 2 ;;
-    --versions) VERSIONS=$2; shift 2 ;;
-    --quick) ROWS=50000 REPS=1 OPEN_ITERS=20 VERSIONS=1000 REPORT=0 QUICK=1; shift ;;
+    --only) ONLY=${2//,/ }; shift 2 ;;
+    --only=*) ONLY=${1#--only=}; ONLY=${ONLY//,/ }; shift ;;
+    --no-storage|--no-maintenance|--no-coord|--no-worker|--no-master) SKIP="$SKIP ${1#--no-}"; shift ;;
+    --maintenance-only) ONLY=maintenance; shift ;;
+    --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
-    --maintenance-only) MAIN=0 MAINT=1; shift ;;
-    --no-maintenance) MAINT=0; shift ;;
-    --history-versions) HISTORY_VERSIONS=$2; HV_SET=1; shift 2 ;;
-    --compact-fragments) COMPACT_FRAGMENTS=$2; CF_SET=1; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --reps) REPS=$2; SET[reps]=1; shift 2 ;;
+    --rows) ROWS=$2; SET[rows]=1; shift 2 ;;
+    --open-iters) OPEN_ITERS=$2; SET[open]=1; shift 2 ;;
+    --versions) VERSIONS=$2; SET[versions]=1; shift 2 ;;
+    --history-versions) HISTORY_VERSIONS=$2; SET[history]=1; shift 2 ;;
+    --compact-fragments) COMPACT_FRAGMENTS=$2; SET[compact]=1; shift 2 ;;
+    --coord-reps) COORD_REPS=$2; SET[coord]=1; shift 2 ;;
+    --ingest-seconds) INGEST_SECONDS=$2; SET[ingest]=1; shift 2 ;;
+    --worker-gens) WORKER_GENS=$2; SET[gens]=1; shift 2 ;;
+    --experiments) EXPERIMENTS=$2; SET[experiments]=1; shift 2 ;;
+    --readers) READERS=$2; SET[readers]=1; shift 2 ;;
+    --list-seconds) LIST_SECONDS=$2; SET[list]=1; shift 2 ;;
+    --stats-backlog) STATS_BACKLOG=$2; SET[backlog]=1; shift 2 ;;
+    --coldstart-versions) COLD_VERSIONS=$2; SET[cold]=1; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 if [ "$QUICK" = 1 ]; then
-  [ -n "${HV_SET:-}" ] || HISTORY_VERSIONS=2000
-  [ -n "${CF_SET:-}" ] || COMPACT_FRAGMENTS=1000
+  [ -n "${SET[reps]:-}" ] || REPS=1
+  [ -n "${SET[rows]:-}" ] || ROWS=50000
+  [ -n "${SET[open]:-}" ] || OPEN_ITERS=20
+  [ -n "${SET[versions]:-}" ] || VERSIONS=1000
+  [ -n "${SET[history]:-}" ] || HISTORY_VERSIONS=2000
+  [ -n "${SET[compact]:-}" ] || COMPACT_FRAGMENTS=1000
+  [ -n "${SET[coord]:-}" ] || COORD_REPS=2
+  [ -n "${SET[ingest]:-}" ] || INGEST_SECONDS=3
+  [ -n "${SET[gens]:-}" ] || WORKER_GENS=200
+  [ -n "${SET[experiments]:-}" ] || EXPERIMENTS=1000
+  [ -n "${SET[list]:-}" ] || LIST_SECONDS=2
+  [ -n "${SET[backlog]:-}" ] || STATS_BACKLOG=2000
+  [ -n "${SET[cold]:-}" ] || COLD_VERSIONS=5000
 fi
-for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS"; do
+if [ "$QUICK" = 1 ]; then
+  SIZES_NOTE="reduced (--quick), not the issues' sizes"
+elif [ "${#SET[@]}" -gt 0 ] && [ "${!SET[*]}" != reps ]; then
+  SIZES_NOTE="set on the command line (see the command), not all the issues' sizes"
+else
+  SIZES_NOTE="the defaults of bench/run.sh, which are the issues' sizes"
+fi
+for sec in $ONLY $SKIP; do
+  case " $ALL_SECTIONS " in *" $sec "*) ;; *) echo "run.sh: unknown section $sec (sections: $ALL_SECTIONS)" >&2; exit 2 ;; esac
+done
+SECTIONS=""
+for sec in $ALL_SECTIONS; do
+  if [ -n "$ONLY" ]; then case " $ONLY " in *" $sec "*) ;; *) continue ;; esac; fi
+  case " $SKIP " in *" $sec "*) continue ;; esac
+  SECTIONS="$SECTIONS $sec"
+done
+SECTIONS=${SECTIONS# }
+if [ -z "$SECTIONS" ]; then echo "run.sh: no section left to run" >&2; exit 2; fi
+runs() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS" "$COORD_REPS" "$INGEST_SECONDS" \
+  "$WORKER_GENS" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS"; do
   case "$v" in ''|*[!0-9]*|0) echo "run.sh: counts must be positive integers" >&2; exit 2 ;; esac
 done
 if [ "$VERSIONS" -lt 100 ]; then echo "run.sh: --versions must be at least 100" >&2; exit 2; fi
 if [ "$HISTORY_VERSIONS" -lt 10 ]; then echo "run.sh: --history-versions must be at least 10" >&2; exit 2; fi
 if [ "$COMPACT_FRAGMENTS" -lt 100 ]; then echo "run.sh: --compact-fragments must be at least 100" >&2; exit 2; fi
+if [ "$COLD_VERSIONS" -lt 2 ]; then echo "run.sh: --coldstart-versions must be at least 2" >&2; exit 2; fi
 command -v jq >/dev/null || { echo "run.sh: needs jq" >&2; exit 2; }
 [ -d tests/interop/node_modules/@lancedb/lancedb ] || { echo "run.sh: run npm ci --prefix tests/interop first" >&2; exit 2; }
 
@@ -82,13 +155,19 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 log() { echo "[$(( $(date +%s) - START ))s] $*" >&2; }
 
-log "building lancebench"
+log "building lancebench and worker_bench (sections: $SECTIONS)"
 go build -o "$BIN" ./bench/cmd/lancebench
+WB=$OUT/worker_bench
+go build -o "$WB" ./bench/worker_bench
 
 gob() { "$BIN" "$@"; }
 peer() { node tests/interop/bench-peer.mjs "$@"; }
 
-# record BENCH REP SIDE-COMMAND...: runs one measurement and appends its JSON, labelled.
+wbench() { "$WB" "$@"; }
+wpeer() { node tests/interop/bench-worker-peer.mjs "$@"; }
+
+# record BENCH REP COMMAND...: runs one measurement and appends its JSON (one object, or
+# one per line), labelled with the bench name and the repetition.
 record() {
   local bench=$1 rep=$2
   shift 2
@@ -99,29 +178,62 @@ record() {
     if .cmd == "cleanup" then "\(.reclaimed.total) objects in \(.seconds*1000|floor) ms (\(.passes) passes, longest \((.max_pass_seconds // .seconds)*1000|floor) ms), \(.after.total) files left"
     elif .cmd == "compact" then "\(.fragments_before) -> \(.fragments_after) fragments in \(.seconds*1000|floor) ms, peak RSS \(.peak_rss_bytes/1048576|floor) MiB"
     elif .cmd == "gen-history" then "\(.versions) versions, \(.objects.total) files (reused: \(.reused))"
+    elif .cmd == "gen-experiments" or .cmd == "gen-coldstart" then "\(.experiments) experiments, \(.stats_versions // 0) _stats versions, \(.files) files (reused: \(.reused))"
+    elif .cmd == "test" then "\(.test) \(if .passed then "passed" else "FAILED" end) in \(.elapsed_s) s"
+    elif .cmd == "coord" then "TryLock \(.trylock_s|max*1000|floor) ms max, ended-context Lock \(.cancelled_lock_ms|max*1000|floor/1000) ms max, failover after SIGKILL \((.failover_s|max // 0)*1000|floor) ms max"
+    elif .cmd == "master-list" then "p99 idle \(.idle.latency.p99_ms*10|floor/10) ms, during maintenance \(.during_maintenance.latency.p99_ms*10|floor/10) ms (\(.versions_removed) versions removed in \(.maintenance_seconds*100|floor/100) s)"
+    elif .cmd == "master-coldstart" then "first answer after \(.seconds*1000|floor) ms (\(.total) experiments, stats version \(.stats_version))"
+    elif .bench == "worker-ingest" or .bench == "lancedb-table-add" then "\(.acked_rows_per_s|floor) rows/s, p99 \(.ack_latency.p99_ms) ms"
+    elif .bench == "worker-merge" then "\(.generations) generations of \(.rows_per_generation) rows merged in \(.merge_s*1000|floor) ms, RSS +\(.rss_growth_mib*10|floor/10) MiB"
+    elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
 
-# pair BENCH REP GOCMD -- PEERCMD: runs both sides, Go first on odd repetitions.
+# alternate BENCH REP CMD1... -- CMD2...: runs both commands, CMD1 first on odd repetitions.
+alternate() {
+  local bench=$1 rep=$2
+  shift 2
+  local a=() b=()
+  while [ "$1" != "--" ]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  if [ $((rep % 2)) -eq 1 ]; then
+    record "$bench" "$rep" "${a[@]}"
+    record "$bench" "$rep" "${b[@]}"
+  else
+    record "$bench" "$rep" "${b[@]}"
+    record "$bench" "$rep" "${a[@]}"
+  fi
+}
+
+# pair BENCH REP GOARGS -- PEERARGS: lancebench against bench-peer.mjs, alternating.
 pair() {
   local bench=$1 rep=$2
   shift 2
-  local go=() ldb=()
+  local go=()
   while [ "$1" != "--" ]; do go+=("$1"); shift; done
   shift
-  ldb=("$@")
-  if [ $((rep % 2)) -eq 1 ]; then
-    record "$bench" "$rep" gob "${go[@]}"
-    record "$bench" "$rep" peer "${ldb[@]}"
-  else
-    record "$bench" "$rep" peer "${ldb[@]}"
-    record "$bench" "$rep" gob "${go[@]}"
-  fi
+  alternate "$bench" "$rep" gob "${go[@]}" -- peer "$@"
+}
+
+# Sections record their wall time and the load average when they start.
+DURATIONS=()
+SECTION_T0=0 SECTION_LOAD=""
+section_start() {
+  SECTION_T0=$(date +%s) SECTION_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+  log "== section $1 (load average $SECTION_LOAD)"
+}
+section_end() {
+  local secs=$(( $(date +%s) - SECTION_T0 ))
+  DURATIONS+=("$(jq -cn --arg s "$1" --argjson t "$secs" --arg l0 "$SECTION_LOAD" --arg l1 "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    '{section: $s, seconds: $t, load_start: $l0, load_end: $l1}')")
+  log "== section $1 done in ${secs}s"
 }
 
 warm() { find "$@" -type f -exec cat {} + >/dev/null; }
 
-if [ "$MAIN" = 1 ]; then
+if runs storage; then
+section_start storage
 # 1. Writes. sync first so the previous run's dirty pages are not flushed during this one.
 WGO=$RUN/w-go.lance WLDB=$RUN/w-ldb.lance WNF=$RUN/w-nofsync.lance
 for rep in $(seq 1 "$REPS"); do
@@ -183,9 +295,11 @@ for n in $((ROWS / 10)) $((ROWS * 3 / 10)) "$ROWS" $((ROWS * 3)); do
   record "mem-$n" 1 gob write --uri "$RUN/mem.lance" --rows "$n" --stream
 done
 rm -rf "$RUN/mem.lance"
-fi # MAIN
+section_end storage
+fi # storage
 
-if [ "$MAINT" = 1 ]; then
+if runs maintenance; then
+section_start maintenance
 # 6. Cleanup of a version backlog shaped like the production _stats table of the incident
 # (seeds/): HISTORY_VERSIONS versions of real commits, built once and reused. Every
 # measurement runs on a fresh hard-linked copy. The options are what a production master
@@ -251,7 +365,90 @@ log "compaction with a target of $((COMPACT_FRAGMENTS * 2 / 5)) rows"
 gob link --from "$CF" --uri "$PGO" >/dev/null && sync
 record maint-compact-target 1 gob compact --uri "$PGO" --target-rows $((COMPACT_FRAGMENTS * 2 / 5))
 rm -rf "$PGO" "$PLDB"
-fi # MAINT
+section_end maintenance
+fi # maintenance
+
+if runs coord; then
+section_start coord
+# 9. Coordination (issue 4): lancebench coord on an embedded etcd with production
+# settings, then the acceptance tests of the coord package (figures read from their logs).
+log "coordination: lancebench coord ($COORD_REPS TryLock and SIGKILL-failover measurements, lease TTL 5 s)"
+record coord-bench 1 gob coord --reps "$COORD_REPS"
+COORD_TESTS="TestLockMutualExclusionAcrossProcessesAndGoroutines|TestLockHolderPausedPastLeaseIsFencedOut|TestTryLockGivesUpAfterItsWait"
+COORD_TESTS="$COORD_TESTS|TestLockWithEndedContextReturnsAtOnce|TestLeaderCrashHandsOverWithinLeaseTTL|TestElectionSurvivesEtcdLeaderLoss"
+COORD_TESTS="$COORD_TESTS|TestOrphanedTaskIsRequeuedAndFinishedByAnotherExecutor|TestThousandTasksAcrossFourExecutorsFinishExactlyOnce"
+log "coordination: go test -count=1 -json -run '^($COORD_TESTS)\$' ./coord/"
+go test -count=1 -json -run "^($COORD_TESTS)\$" ./coord/ >"$RUN/coord-tests.json" ||
+  log "coordination: a test failed (the report says which; raw output in $RUN/coord-tests.json)"
+record coord-tests 1 gob test-figures --in "$RUN/coord-tests.json"
+section_end coord
+fi # coord
+
+if runs worker; then
+section_start worker
+# 10. HTTP ingest (issue 5): bench/worker_bench (the worker behind a loopback HTTP server,
+# 16 clients posting 10-row batches of ~1 KiB) against LanceDB table.add of the same
+# batches from 16 concurrent async clients (tests/interop/bench-worker-peer.mjs).
+for rep in $(seq 1 "$REPS"); do
+  log "worker: ingest, repetition $rep/$REPS (${INGEST_SECONDS}s per side)"
+  rm -rf "$RUN/wb" "$RUN/wpeer"
+  mkdir -p "$RUN/wpeer"
+  sync
+  alternate worker-ingest "$rep" wbench -mode ingest -duration "${INGEST_SECONDS}s" -dir "$PWD/$RUN/wb" -- \
+    wpeer --uri "$RUN/wpeer/ingest.lance" --duration "$INGEST_SECONDS"
+done
+rm -rf "$RUN/wb" "$RUN/wpeer"
+# 11. Merges of WORKER_GENS sealed generations of 10 and of 200 rows, then appends
+# during such a merge.
+for rep in $(seq 1 "$REPS"); do
+  for gr in 10 200; do
+    log "worker: merge of $WORKER_GENS generations of $gr rows, repetition $rep/$REPS"
+    rm -rf "$RUN/wb" && sync
+    record "worker-merge-$gr" "$rep" wbench -mode merge -gens "$WORKER_GENS" -gen-rows "$gr" -dir "$PWD/$RUN/wb"
+  done
+  log "worker: appends during a merge of $WORKER_GENS generations, repetition $rep/$REPS"
+  rm -rf "$RUN/wb" && sync
+  record worker-merge-during "$rep" wbench -mode merge-during -gens "$WORKER_GENS" -dir "$PWD/$RUN/wb"
+done
+rm -rf "$RUN/wb"
+section_end worker
+fi # worker
+
+if runs master; then
+section_start master
+# 12. The master (issue 6): fixtures built once and reused, measurements on hard-linked
+# copies in fresh processes.
+EXPF=$OUT/experiments-$EXPERIMENTS
+COLDF=$OUT/coldstart-$EXPERIMENTS-$COLD_VERSIONS
+log "master: fixtures of $EXPERIMENTS experiments and of a _stats with $COLD_VERSIONS versions (built once, then reused)"
+record master-fixture 1 gob gen-experiments --uri "$EXPF" --experiments "$EXPERIMENTS"
+record master-fixture 1 gob gen-coldstart --uri "$COLDF" --fixture "$EXPF" --experiments "$EXPERIMENTS" --versions "$COLD_VERSIONS"
+for rep in $(seq 1 "$REPS"); do
+  log "master: GET /api/v1/experiments, $READERS readers, idle then during maintenance, repetition $rep/$REPS"
+  rm -rf "$RUN/master-list" && sync
+  record master-list "$rep" gob master-list --fixture "$EXPF" --uri "$RUN/master-list" --experiments "$EXPERIMENTS" \
+    --readers "$READERS" --idle "${LIST_SECONDS}s" --backlog "$STATS_BACKLOG" --faults latency=20ms
+done
+for rep in $(seq 1 "$REPS"); do
+  log "master: cold start over $COLD_VERSIONS _stats versions, repetition $rep/$REPS"
+  rm -rf "$RUN/master-cold" && sync
+  record master-coldstart "$rep" gob master-coldstart --fixture "$COLDF" --uri "$RUN/master-cold" --after 3s
+done
+# Both sides open the latest version of that _stats (the peer figure of the cold start).
+STATS=$COLDF/_stats.rollout.lance
+warm "$STATS/_versions" "$STATS/_transactions" 2>/dev/null || true
+STATS_ITERS=$(( OPEN_ITERS < 10 ? OPEN_ITERS : 10 ))
+for rep in $(seq 1 "$REPS"); do
+  log "master: open the latest of $COLD_VERSIONS _stats versions, repetition $rep/$REPS"
+  pair master-stats-open "$rep" open --uri "$STATS" --iters "$STATS_ITERS" -- open --uri "$STATS" --iters "$STATS_ITERS" --mode fresh
+done
+# The incident as a test (6 masters, 68,000-version _stats, failing bulk delete).
+log "master: go test -count=1 -json -run '^TestIncidentSixMastersOverAStatsBacklog\$' ./master/"
+go test -count=1 -json -run '^TestIncidentSixMastersOverAStatsBacklog$' ./master/ >"$RUN/master-tests.json" ||
+  log "master: the incident test failed (the report says so; raw output in $RUN/master-tests.json)"
+record master-tests 1 gob test-figures --in "$RUN/master-tests.json"
+section_end master
+fi # master
 
 END=$(date +%s)
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -270,10 +467,15 @@ jq -n \
   --argjson rows "$ROWS" --argjson reps "$REPS" --argjson iters "$OPEN_ITERS" --argjson versions "$VERSIONS" \
   --argjson seconds "$((END - START))" \
   --argjson hversions "$HISTORY_VERSIONS" --argjson cfrags "$COMPACT_FRAGMENTS" \
+  --argjson durations "[$(IFS=,; echo "${DURATIONS[*]}")]" --arg sections "$SECTIONS" \
+  --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" \
+  --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
+  --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" \
   --arg load "load average (1/5/15 min) at start $LOAD_START, at end $LOAD_END on $(nproc) cores: the machine is shared, so absolute figures are noisy; interleaving and medians limit, not remove, the noise" \
   '{command: $command, date: $date, host: $host, nproc: $nproc, cpu: $cpu, ram: $ram, kernel: $kernel,
     go: $go, node: $node, lancedb: $lancedb, arrow_js: $arrow, rows: $rows, reps: $reps, open_iters: $iters,
     versions: $versions, seconds: $seconds, load: $load, history_versions: $hversions, compact_fragments: $cfrags,
+    durations: $durations,
     notes: [
       "Data: bench/gen.go and tests/interop/bench-peer.mjs generate identical bytes (splitmix32 PRNG; FNV digests compared by bench/bench_test.go). Input batches of 8,192 rows; both sides write one data file (max 1,048,576 rows per file) in Lance file format 2.0.",
       "Write: lancectx times lance.Write over batches generated in memory beforehand; LanceDB times the native createTable on an Arrow IPC file buffer built beforehand (data_storage_version 2.0). Neither time includes data generation. `sync` runs before each timed write.",
@@ -292,16 +494,36 @@ jq -n \
       "Rows marked diagnosis run the same cleanup with the listing served from an in-memory index of the directory (bench/indexstore.go listIndexStore, built before the timed part by one walk of the directory; its writes and deletes keep it current), under the same faults, retries and limits: objstore.FileStore reads and sorts the whole directory for every List page of 1,000 keys, so walking a directory of n keys costs O(n squared / 1,000), while S3 or Azure answer a page from their index. The difference between the two rows is what FileStore listing costs.",
       "Rows 7: the same backlog on local disk with no injected latency. lancectx: Cleanup as above. LanceDB: tbl.optimize({cleanupOlderThan: new Date(), deleteUnverified: true}); the node API has no cleanup-only call (native optimize runs compaction, prune, index optimization), but the history ends compacted into one fragment without deletions and has no index, so only the prune does work (its compaction stats are in the raw results). Both sides must leave the same files: compared by a digest of the sorted remaining paths.",
       "Rows 8: the fixture shape of the open benchmark (100 versions holding N one-row fragments of the benchmark schema, ~1.3 KiB per row). lancectx: Dataset.Compact with default options (target 1,048,576 rows per fragment, 8,192-row read batches, 8 MiB page buffers) through the store wrapping of the service; peak RSS is VmHWM of the fresh lancebench process right after the compaction. LanceDB: optimize() (compaction with its defaults, then a prune of versions older than 7 days, i.e. none); its VmHWM includes node. Each side then reads the result of the other: row count and the digest of the generated rows."
-    ]}' >"$RUN/meta.json"
+    ],
+    coord_notes: [
+      "Benchmark (rows 2 and 3; `lancebench coord`, bench/coordbench.go): an embedded etcd member in the lancebench process and two coord clients with the production minimum lease TTL of 5 s. TryLock(stats-writer, 2 s) is called \($coordreps) times while the other client holds the lock; Lock with a context that has already ended 20 times as often; a Lock waiting behind the holder is cancelled \($coordreps) times (time from the cancel to its return). Failover: a `lancebench coord-campaign` subprocess campaigns for the planner role and leads, a client of the benchmark process campaigns behind it, then the subprocess is killed with SIGKILL (no resign, no revoke: its lease must expire); the time runs from the kill to the return of the waiting Campaign, \($coordreps) times. The successor'"'"'s fencing token must be above the dead leader'"'"'s.",
+      "Tests (rows marked test run): `go test -count=1 -json -run ... ./coord/` runs the acceptance tests of issue 4 on embedded etcd (a 3-member cluster where the etcd leader is lost); the report takes each test'"'"'s verdict and the figures it logs (t.Logf). Their leases are 2-3 s so that they finish quickly. The tests assert the bounds themselves (TryLock(2 s) in [2 s, 2.5 s], a cancelled Lock in < 50 ms, failover within the lease TTL + 1 s, or + 1.5 s on 3 members), so a passed test means its bound held in that run."
+    ],
+    worker_notes: [
+      "Ingest (row 1): bench/worker_bench -mode ingest runs worker.Server with its default settings (group commit, at most 1 WAL entry put in flight on file://, seals at 8 MiB or 2 s, background merges after 32 generations) on a file:// data directory (every WAL entry fsynced before the ack) behind a loopback HTTP server, in the same process as its 16 client goroutines: clients and worker share the 2 cores. Each client POSTs /api/v1/rollouts/ingest/records with 10 rows of ~1 KiB JSON (unique ids) back to back; 1 s warm-up, then \($ingest) s measured per repetition. Rows/s counts the rows of the appends started and acked inside the window; latency is request start to 201. CPU per 1,000 rows is the process CPU time (clients included) over the window.",
+      "Peer (row 1): tests/interop/bench-worker-peer.mjs, LanceDB 0.31 table.add of the same 10-row batches (the same fields, as plain row objects that LanceDB converts with the table schema inside the timed call) from 16 concurrent async clients on one table in one node process, the same warm-up and window. Every add is a Lance commit; LanceDB retries concurrent commits itself. LanceDB local writes do not fsync, lancectx acks only after its WAL entry is fsynced: the comparison favours LanceDB on durability. The two sides alternate which runs first.",
+      "Merge (row 2): bench/worker_bench -mode merge seals \($gens) generations (one flushed append each, of 10 or of 200 ~1 KiB rows) through the Go API with background merges off, then times one POST /api/v1/internal/merge-wal pass (generation files placed into data/ by hard link, one Lance commit). RSS is sampled every 2 ms and VmHWM reset before the merge; growth = peak - RSS after a GC before the merge. LanceDB has no WAL to merge: no peer.",
+      "Appends during a merge (row 3): -mode merge-during builds the same backlog (\($gens) generations of 10 rows), starts 16 appending clients, triggers the merge after >= 1 s and keeps appending 1 s after it; the figure is the slowest ack among the appends in flight while the merge ran.",
+      "\($reps_s) repetitions of each, medians reported (RSS growth: the maximum); `sync` before each measurement; data directories on the same disk as bench/out. Sizes: \($sizes)."
+    ],
+    master_notes: [
+      "Fixtures (built once under bench/out/, reused while their marker matches): `lancebench gen-experiments` registers \($exps) experiments like the worker registers them, each a copy of a 2-fragment, 10-row rollout dataset (the shape of master/scale_test.go); `lancebench gen-coldstart` adds a _stats table written by one real stats scan round, then grown to \($coldv) versions with lance.SeedHistory (Overwrite commits of the same rows, as the incident'"'"'s _stats grew one version per write).",
+      "Listing (rows 1-2; `lancebench master-list`, bench/master.go): on a hard-linked copy, master.New (embedded etcd, the data directory opened through provider.Open as lancectx serve opens it) with every loop off, behind a loopback HTTP server in the lancebench process. Two stats scan rounds (master.NewScanner on the master'"'"'s stats store) must each add exactly one _stats version. Then \($readers) reader goroutines in the same process GET /api/v1/experiments back to back, cycling through the first page, offset 5000, a search, a search without match and the last 1,000 rows, for \($listsecs) s; then lance.SeedHistory adds \($backlog) _stats versions and a _stats maintenance pass (compaction, then cleanup with history TTL 0, through a view of the store with 20 ms latency per request, so that it overlaps many reads) runs while the readers go on. p99 over every request of a window, end to end at the reader; handler alone = the time inside the master'"'"'s handler.",
+      "Cold start (row 3; `lancebench master-coldstart`): a fresh process and a fresh embedded etcd; master.New with default (production) settings on a hard-linked copy of the cold-start fixture; the time runs from master.New to the first answered GET /api/v1/experiments?limit=10 that lists every experiment at the latest stats version; then one reader lists for 3 s while the new leader'"'"'s first scan round and stats maintenance run. The page cache holds the fixture (it was read before). Peer figure: both sides open the latest version of that _stats (`lancebench open` against bench-peer.mjs open --mode fresh, median of up to 10 opens per process).",
+      "Incident (rows 4): `go test -count=1 -json -run ^TestIncidentSixMastersOverAStatsBacklog$ ./master/` (master/incident_test.go: 6 masters in one process over an embedded etcd, a _stats backlog of 68,000 versions, a store with 20 ms latency whose bulk delete fails part-way, a stats-writer lock wedged by another process at start, a leader restart, a master whose _stats reads hang); the report takes its verdict and the figures it logs.",
+      "\($reps_s) repetitions of the listing and the cold start, medians reported. Sizes: \($sizes)."
+    ],
+    sections: $sections}' >"$RUN/meta.json"
 
+# The report keeps the sections this run skipped from the previous bench/RESULTS.md.
+gob report --in "$RESULTS" --meta "$RUN/meta.json" --previous bench/RESULTS.md >"$RUN/RESULTS.md"
 if [ "$REPORT" = 1 ]; then
-  gob report --in "$RESULTS" --meta "$RUN/meta.json" --previous bench/RESULTS.md >"$RUN/RESULTS.md"
   cp "$RUN/RESULTS.md" bench/RESULTS.md
-  log "wrote bench/RESULTS.md"
-  cat bench/RESULTS.md
+  DEST=bench/RESULTS.md
 else
-  gob report --in "$RESULTS" --meta "$RUN/meta.json" >"$RUN/RESULTS.md"
-  log "wrote $RUN/RESULTS.md (bench/RESULTS.md unchanged)"
-  cat "$RUN/RESULTS.md"
+  DEST="$RUN/RESULTS.md (bench/RESULTS.md unchanged)"
 fi
+# The summary table of every target, and the run's details (the sections follow in the file).
+sed -n '1,/^<!-- section: /p' "$RUN/RESULTS.md" | sed '$d'
+log "wrote $DEST; sections run: $SECTIONS"
 log "done in $((END - START))s"

@@ -54,6 +54,9 @@ import (
 	"github.com/lancectx/lancectx/worker"
 )
 
+// side names lancectx in the results (bench/run.sh's report pairs it with the LanceDB peer).
+const side = "lancectx"
+
 type options struct {
 	mode     string
 	dir      string
@@ -334,6 +337,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // IngestResult is the ingest benchmark's output.
 type IngestResult struct {
 	Bench          string  `json:"bench"`
+	Side           string  `json:"side"`
 	Clients        int     `json:"clients"`
 	BatchRows      int     `json:"batch_rows"`
 	RowJSONBytes   int     `json:"row_json_bytes"`
@@ -395,7 +399,7 @@ func ingest(ctx context.Context, o options) (*IngestResult, error) {
 		return nil, err
 	}
 	secs := to.Sub(from).Seconds()
-	res := &IngestResult{Bench: "worker-ingest", Clients: o.clients, BatchRows: o.batch, RowJSONBytes: o.rowBytes, Seconds: secs,
+	res := &IngestResult{Bench: "worker-ingest", Side: side, Clients: o.clients, BatchRows: o.batch, RowJSONBytes: o.rowBytes, Seconds: secs,
 		AckedRows: acked, RowsPerSecond: float64(acked) / secs, RequestsPerSec: float64(len(lat)) / secs, Latency: summarize(lat),
 		CPUSeconds: (cpu1 - cpu0).Seconds(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		WALEntries:  m1["rollout_wal_entries_written_total"] - m0["rollout_wal_entries_written_total"],
@@ -424,6 +428,7 @@ func ingest(ctx context.Context, o options) (*IngestResult, error) {
 // MergeResult is the merge benchmark's output.
 type MergeResult struct {
 	Bench          string  `json:"bench"`
+	Side           string  `json:"side"`
 	Generations    int     `json:"generations"`
 	RowsPerGen     int     `json:"rows_per_generation"`
 	SetupSeconds   float64 `json:"setup_s"`
@@ -507,7 +512,7 @@ func mergeBacklog(ctx context.Context, o options) (*MergeResult, error) {
 	hwm := procStatus("VmHWM")
 	top := max(peak.Load(), hwm)
 	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
-	return &MergeResult{Bench: "worker-merge", Generations: o.gens, RowsPerGen: o.genRows, SetupSeconds: setup.Seconds(),
+	return &MergeResult{Bench: "worker-merge", Side: side, Generations: o.gens, RowsPerGen: o.genRows, SetupSeconds: setup.Seconds(),
 		MergeSeconds: el.Seconds(), Reclaimed: mw.Reclaimed, Rows: mw.Rows,
 		RSSBeforeMiB: mib(rss0), RSSPeakMiB: mib(top), RSSGrowthMiB: mib(top - rss0), PeakSampledMiB: mib(peak.Load()), PhaseSeconds: mergePhases(b.reg),
 		HeapBeforeMiB: mib(int64(ms0.HeapInuse)), HeapAfterMiB: mib(int64(ms1.HeapInuse))}, nil
@@ -516,6 +521,7 @@ func mergeBacklog(ctx context.Context, o options) (*MergeResult, error) {
 // MergeDuringResult is the merge-during benchmark's output.
 type MergeDuringResult struct {
 	Bench             string  `json:"bench"`
+	Side              string  `json:"side"`
 	Generations       int     `json:"generations"`
 	Clients           int     `json:"clients"`
 	MergeSeconds      float64 `json:"merge_s"`
@@ -596,7 +602,7 @@ func mergeDuring(ctx context.Context, o options) (*MergeDuringResult, error) {
 			before = append(before, a.end.Sub(a.start))
 		}
 	}
-	res := &MergeDuringResult{Bench: "worker-merge-during-appends", Generations: o.gens, Clients: o.clients,
+	res := &MergeDuringResult{Bench: "worker-merge-during-appends", Side: side, Generations: o.gens, Clients: o.clients,
 		MergeSeconds: m1.Sub(m0).Seconds(), Reclaimed: mw.Reclaimed, DuringMerge: summarize(during), BeforeMerge: summarize(before),
 		AckedDuringMerge: len(during), WholeRunSeconds: whole.Seconds(), AppendsWholeRun: len(acks),
 		RowsPerSecondAll: float64(len(acks)*o.batch) / whole.Seconds()}

@@ -167,6 +167,7 @@ async function main() {
   console.log(
     JSON.stringify({
       bench: "lancedb-table-add",
+      side: "lancedb",
       clients: o.clients,
       batch_rows: o.batch,
       row_json_bytes: o.rowBytes,

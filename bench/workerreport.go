@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Bench names of the worker section (run.sh labels the outputs of bench/worker_bench and
+// tests/interop/bench-worker-peer.mjs with them).
+const (
+	benchWorkerIngest  = "worker-ingest"
+	benchWorkerMerge10 = "worker-merge-10"
+	benchWorkerMerge2  = "worker-merge-200"
+	benchWorkerDuring  = "worker-merge-during"
+)
+
+// Issue 5's targets.
+const (
+	ingestRowsTarget  = 50000.0
+	ingestP99Target   = 50.0 // ms
+	ingestRatioTarget = 10.0
+	mergeTimeTarget   = 2.0  // s
+	mergeRSSTarget    = 64.0 // MiB
+	duringSlowTarget  = 100.0
+)
+
+// workerLatency is the ack latency summary of bench/worker_bench and its peer.
+type workerLatency struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p999_ms"`
+	Max   float64 `json:"max_ms"`
+	Mean  float64 `json:"mean_ms"`
+}
+
+// workerResult holds the fields the report reads of every worker benchmark output.
+type workerResult struct {
+	Bench        string        `json:"bench"`
+	Side         string        `json:"side"`
+	Clients      int           `json:"clients"`
+	BatchRows    int           `json:"batch_rows"`
+	RowJSONBytes int           `json:"row_json_bytes"`
+	Seconds      float64       `json:"seconds"`
+	AckedRows    int64         `json:"acked_rows"`
+	RowsPerS     float64       `json:"acked_rows_per_s"`
+	Latency      workerLatency `json:"ack_latency"`
+	CPUSeconds   float64       `json:"process_cpu_s"`
+	AppendsPer   float64       `json:"appends_per_wal_entry"`
+	LoadAvg      []float64     `json:"loadavg"`
+	// merge
+	Generations  int                `json:"generations"`
+	RowsPerGen   int                `json:"rows_per_generation"`
+	SetupSeconds float64            `json:"setup_s"`
+	MergeSeconds float64            `json:"merge_s"`
+	Reclaimed    int                `json:"reclaimed"`
+	RSSBefore    float64            `json:"rss_before_mib"`
+	RSSPeak      float64            `json:"rss_peak_mib"`
+	RSSGrowth    float64            `json:"rss_growth_mib"`
+	Phases       map[string]float64 `json:"merge_phase_s"`
+	// merge during appends
+	During          workerLatency `json:"ack_latency_during_merge"`
+	Before          workerLatency `json:"ack_latency_before_merge"`
+	SlowestDuringMS float64       `json:"slowest_ack_during_merge_ms"`
+	AckedDuring     int           `json:"appends_acked_during_merge"`
+}
+
+func decodeWorker(rs []Result) []workerResult {
+	out := make([]workerResult, 0, len(rs))
+	for _, r := range rs {
+		var w workerResult
+		if err := json.Unmarshal(r.Raw, &w); err == nil {
+			w.Side = r.Side
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// medianBy is the median of f over ws, and the values in order.
+func medianBy(ws []workerResult, f func(workerResult) float64) (float64, []float64) {
+	vals := make([]float64, len(ws))
+	for i, w := range ws {
+		vals[i] = f(w)
+	}
+	sorted := slices.Clone(vals)
+	slices.Sort(sorted)
+	return Median(sorted), vals
+}
+
+func maxBy(ws []workerResult, f func(workerResult) float64) float64 {
+	m := 0.0
+	for _, w := range ws {
+		m = max(m, f(w))
+	}
+	return m
+}
+
+// workerReport renders the section of issue 5: HTTP ingest against LanceDB table.add,
+// merges of 1,000 sealed generations, and appends during a merge.
+func workerReport(e *emitter, meta Meta, results []Result) {
+	p := e.p
+	var details []string
+	detail := func(format string, args ...any) { details = append(details, fmt.Sprintf(format, args...)) }
+	gi := decodeWorker(pick(results, benchWorkerIngest, SideGo, ""))
+	li := decodeWorker(pick(results, benchWorkerIngest, SideLanceDB, ""))
+	p("The worker (`worker.Server`) behind a loopback HTTP server in the `bench/worker_bench` process, on a `file://` data directory with its default settings; ")
+	p("LanceDB is `tests/interop/bench-worker-peer.mjs` (node). Figures are medians over repetitions; the two sides alternate.\n\n")
+	p("%s", tableHeader)
+	if len(gi) > 0 || len(li) > 0 {
+		shape := "16 clients, 10-row batches of ~1 KiB"
+		if len(gi) > 0 {
+			shape = fmt.Sprintf("%d clients, %d-row batches of ~%d B rows", gi[0].Clients, gi[0].BatchRows, gi[0].RowJSONBytes)
+		}
+		gv, gvals := medianBy(gi, func(w workerResult) float64 { return w.RowsPerS })
+		lv, lvals := medianBy(li, func(w workerResult) float64 { return w.RowsPerS })
+		gp, gpv := medianBy(gi, func(w workerResult) float64 { return w.Latency.P99 })
+		lp, lpv := medianBy(li, func(w workerResult) float64 { return w.Latency.P99 })
+		g50, _ := medianBy(gi, func(w workerResult) float64 { return w.Latency.P50 })
+		l50, _ := medianBy(li, func(w workerResult) float64 { return w.Latency.P50 })
+		perRow := func(w workerResult) float64 {
+			if w.AckedRows == 0 {
+				return 0
+			}
+			return w.CPUSeconds / float64(w.AckedRows)
+		}
+		gc, gcv := medianBy(gi, perRow)
+		lc, lcv := medianBy(li, perRow)
+		cell := func(ws []workerResult, text string) string {
+			if len(ws) == 0 {
+				return "—"
+			}
+			return text
+		}
+		met := func(ok bool, have bool) string {
+			if !have {
+				return "not measured"
+			}
+			return yesNo(ok)
+		}
+		e.row(tableRow{id: "5.1", title: fmt.Sprintf("1. HTTP ingest (%s, durable acks): acked rows/s", shape),
+			lancectx: cell(gi, si(gv)+" rows/s"), lancedb: cell(li, si(lv)+" rows/s (table.add)"), ratio: "—", cpuRatio: "—",
+			target: ">= 50,000 rows/s", met: met(gv >= ingestRowsTarget, len(gi) > 0)})
+		e.row(tableRow{id: "5.2", title: "1. same: p99 ack latency", lancectx: cell(gi, fmt.Sprintf("%.1f ms (p50 %.1f ms)", gp, g50)),
+			lancedb: cell(li, fmt.Sprintf("%.1f ms (p50 %.1f ms)", lp, l50)), ratio: "—", cpuRatio: "—", target: "<= 50 ms",
+			met: met(gp <= ingestP99Target, len(gi) > 0)})
+		ratio, cpuRatio := "—", "—"
+		if gv > 0 && lv > 0 {
+			ratio = fmt.Sprintf("%.2f", gv/lv)
+		}
+		if gc > 0 && lc > 0 {
+			cpuRatio = fmt.Sprintf("%.2f", lc/gc)
+		}
+		e.row(tableRow{id: "5.3", title: "1. same against LanceDB `table.add` of the same batches from as many concurrent clients: speed ratio",
+			lancectx: cell(gi, si(gv)+" rows/s"), lancedb: cell(li, si(lv)+" rows/s"), ratio: ratio, cpuRatio: cpuRatio, target: ">= 10",
+			met: met(gv > 0 && lv > 0 && gv/lv >= ingestRatioTarget, gv > 0 && lv > 0)})
+		detail("- 1. ingest, lancectx: rows/s %s; p99 %s ms; CPU per 1,000 rows %s ms (clients included); load averages %s", fmtVals(gvals), fmtVals(gpv), fmtVals(scale(gcv, 1e6)), loads(gi))
+		if len(gi) > 0 {
+			detail("- 1. ingest, lancectx, last run: appends per WAL entry %.1f, latency p50 %.2f / p90 %.2f / p99 %.2f / p99.9 %.2f / max %.2f ms",
+				gi[len(gi)-1].AppendsPer, gi[len(gi)-1].Latency.P50, gi[len(gi)-1].Latency.P90, gi[len(gi)-1].Latency.P99, gi[len(gi)-1].Latency.P999, gi[len(gi)-1].Latency.Max)
+		}
+		detail("- 1. ingest, lancedb: rows/s %s; p99 %s ms; CPU per 1,000 rows %s ms; load averages %s", fmtVals(lvals), fmtVals(lpv), fmtVals(scale(lcv, 1e6)), loads(li))
+	}
+	merge := func(bench, idTime, idRSS string) {
+		ws := decodeWorker(pick(results, bench, SideGo, ""))
+		if len(ws) == 0 {
+			return
+		}
+		w := ws[0]
+		t, tv := medianBy(ws, func(w workerResult) float64 { return w.MergeSeconds })
+		g := maxBy(ws, func(w workerResult) float64 { return w.RSSGrowth })
+		_, gv := medianBy(ws, func(w workerResult) float64 { return w.RSSGrowth })
+		complete := !slices.ContainsFunc(ws, func(w workerResult) bool { return w.Reclaimed < w.Generations })
+		what := fmt.Sprintf("%s sealed generations of %d rows", thousands(int64(w.Generations)), w.RowsPerGen)
+		e.row(tableRow{id: idTime, title: fmt.Sprintf("2. merge of %s (one pass, POST /api/v1/internal/merge-wal): time", what),
+			lancectx: fmt.Sprintf("%.2f s", t), lancedb: "— (LanceDB has no WAL)", ratio: "—", cpuRatio: "—", target: "<= 2 s",
+			met: yesNo(t <= mergeTimeTarget && complete)})
+		e.row(tableRow{id: idRSS, title: "2. same: worker RSS growth during the merge (peak - RSS before; max over repetitions)",
+			lancectx: fmt.Sprintf("%.1f MiB (RSS before %.0f MiB)", g, w.RSSBefore), lancedb: "—", ratio: "—", cpuRatio: "—", target: "< 64 MiB",
+			met: yesNo(g < mergeRSSTarget)})
+		detail("- 2. merge of %s: seconds %s; RSS growth %s MiB; backlog setup %.1f s; phases of the last run %s", what, fmtVals(tv), fmtVals(gv), ws[len(ws)-1].SetupSeconds, fmtPhaseMap(ws[len(ws)-1].Phases))
+	}
+	merge(benchWorkerMerge10, "5.4", "5.5")
+	merge(benchWorkerMerge2, "5.6", "5.7")
+	if ws := decodeWorker(pick(results, benchWorkerDuring, SideGo, "")); len(ws) > 0 {
+		w := ws[0]
+		slow, sv := medianBy(ws, func(w workerResult) float64 { return w.SlowestDuringMS })
+		p99, _ := medianBy(ws, func(w workerResult) float64 { return w.During.P99 })
+		mt, _ := medianBy(ws, func(w workerResult) float64 { return w.MergeSeconds })
+		n, _ := medianBy(ws, func(w workerResult) float64 { return float64(w.AckedDuring) })
+		e.row(tableRow{id: "5.8", title: fmt.Sprintf("3. slowest append ack while a merge of %s generations runs (%d clients appending)", thousands(int64(w.Generations)), w.Clients),
+			lancectx: fmt.Sprintf("%.1f ms (p99 %.1f ms over %.0f appends during a %.2f s merge)", slow, p99, n, mt), lancedb: "—", ratio: "—", cpuRatio: "—",
+			target: "<= 100 ms", met: yesNo(slow <= duringSlowTarget && !slices.ContainsFunc(ws, func(w workerResult) bool { return w.AckedDuring == 0 }))})
+		detail("- 3. merge during appends: slowest ack %s ms; merge seconds %s; p99 before the merge %.1f ms (last run)", fmtVals(sv),
+			fmtVals(func() []float64 {
+				var out []float64
+				for _, w := range ws {
+					out = append(out, w.MergeSeconds)
+				}
+				return out
+			}()), ws[len(ws)-1].Before.P99)
+	}
+	p("\n### Run\n\n")
+	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
+	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
+	p("- versions: %s; node %s; @lancedb/lancedb %s\n", meta.Go, meta.Node, meta.LanceDB)
+	if meta.Load != "" {
+		p("- %s\n", meta.Load)
+	}
+	if len(meta.WorkerNotes) > 0 {
+		p("\n### How it is measured\n\n")
+		for _, n := range meta.WorkerNotes {
+			p("- %s\n", n)
+		}
+	}
+	if len(details) > 0 {
+		p("\n### All measurements\n\n")
+		for _, d := range details {
+			p("%s\n", d)
+		}
+	}
+}
+
+func scale(vals []float64, f float64) []float64 {
+	out := make([]float64, len(vals))
+	for i, v := range vals {
+		out[i] = v * f
+	}
+	return out
+}
+
+func loads(ws []workerResult) string {
+	var parts []string
+	for _, w := range ws {
+		if len(w.LoadAvg) > 0 {
+			parts = append(parts, fmt.Sprintf("%.1f", w.LoadAvg[0]))
+		}
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func fmtPhaseMap(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.3f s", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, ", ")
+}
