@@ -29,11 +29,9 @@ import (
 // master.SettingsEnv, named after it), etcd and the task queue, the instance identity.
 type controlFlags struct {
 	set   master.Settings
-	etcd  coord.Config
+	etcd  etcdClientFlags
 	queue coord.QueueConfig
 
-	endpoints string
-	leaseTTL  int
 	masterID  string
 	advertise string
 
@@ -66,23 +64,7 @@ func (cf *controlFlags) register(f *pflag.FlagSet) {
 	for _, ev := range master.SettingsEnv() {
 		f.Var(settingFlag{ev: ev, set: &cf.set}, flagName(ev.Name), ev.Help+" (env "+ev.Name+")")
 	}
-	etcd, err := coord.ConfigFromEnv()
-	if err != nil {
-		cf.envErrs = append(cf.envErrs, err)
-	}
-	cf.etcd = etcd
-	f.StringVar(&cf.endpoints, "etcd-endpoints", strings.Join(etcd.Endpoints, ","), "comma-separated etcd endpoints (env ETCD_ENDPOINTS)")
-	f.StringVar(&cf.etcd.Prefix, "etcd-prefix", etcd.Prefix, "key prefix shared by the masters and workers of one deployment (env ETCD_PREFIX)")
-	f.IntVar(&cf.leaseTTL, "etcd-lease-ttl-secs", int(etcd.LeaseTTL/time.Second), "lease of this process: locks, leadership and claims end this long after it stops (env ETCD_LEASE_TTL_SECS, at least 5)")
-	f.StringVar(&cf.etcd.Username, "etcd-username", etcd.Username, "etcd user (env ETCD_USERNAME)")
-	f.StringVar(&cf.etcd.Password, "etcd-password", etcd.Password, "etcd password; prefer the environment (env ETCD_PASSWORD)")
-	f.StringVar(&cf.etcd.TLS.CAFile, "etcd-ca-cert", etcd.TLS.CAFile, "CA of the etcd servers (env ETCD_CA_CERT)")
-	f.StringVar(&cf.etcd.TLS.CertFile, "etcd-client-cert", etcd.TLS.CertFile, "client certificate for etcd (env ETCD_CLIENT_CERT)")
-	f.StringVar(&cf.etcd.TLS.KeyFile, "etcd-client-key", etcd.TLS.KeyFile, "client key for etcd (env ETCD_CLIENT_KEY)")
-	// The password is masked in the help text.
-	if p := f.Lookup("etcd-password"); p != nil && p.DefValue != "" {
-		p.DefValue = "***"
-	}
+	cf.etcd.register(f)
 
 	q, err := coord.QueueConfigFromEnv()
 	if err != nil {
@@ -108,22 +90,13 @@ func (cf *controlFlags) resolve(needEndpoints bool) error {
 	if len(cf.envErrs) > 0 {
 		return fmt.Errorf("environment: %w", errors.Join(cf.envErrs...))
 	}
-	cf.etcd.Endpoints = nil
-	for _, ep := range strings.Split(cf.endpoints, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			cf.etcd.Endpoints = append(cf.etcd.Endpoints, ep)
-		}
+	if err := cf.etcd.resolve(); err != nil {
+		return err
 	}
-	cf.etcd.LeaseTTL = time.Duration(cf.leaseTTL) * time.Second
-	if needEndpoints && len(cf.etcd.Endpoints) == 0 {
+	if needEndpoints && len(cf.etcd.cfg.Endpoints) == 0 {
 		return errors.New("ETCD_ENDPOINTS (--etcd-endpoints) is required to run the master")
 	}
 	var errs []error
-	if len(cf.etcd.Endpoints) > 0 {
-		if err := cf.etcd.Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	q := &cf.queue
 	q.HistoryLimit, q.CooldownAfterFailures, q.MaxAttempts = cf.qLimit, cf.qCooldownAfter, cf.qMaxAttempts
 	for _, d := range []struct {
@@ -149,7 +122,7 @@ func (cf *controlFlags) resolve(needEndpoints bool) error {
 // summary is the effective configuration as log attributes, secrets masked.
 func (cf *controlFlags) summary() []any {
 	q := cf.queue
-	out := []any{"etcd", cf.etcd.String(), "master_id", cf.masterID, "advertise_url", cf.advertise,
+	out := []any{"etcd", cf.etcd.cfg.String(), "master_id", cf.masterID, "advertise_url", cf.advertise,
 		"task_history_limit", q.HistoryLimit, "task_history_ttl", q.HistoryTTL.String(),
 		"task_cooldown_after_failures", q.CooldownAfterFailures, "task_cooldown_base", q.CooldownBase.String(),
 		"task_cooldown_max", q.CooldownMax.String(), "task_timeout", q.DefaultTimeout.String(), "task_max_attempts", q.MaxAttempts}
@@ -164,6 +137,53 @@ func dataURI(dir string) string {
 		}
 	}
 	return worker.MaskURI(dir)
+}
+
+// etcdClientFlags are the etcd client settings of every command that talks to etcd
+// (master, serve with an external etcd, worker registering itself).
+type etcdClientFlags struct {
+	cfg       coord.Config
+	endpoints string
+	leaseTTL  int
+	envErrs   []error
+}
+
+func (ef *etcdClientFlags) register(f *pflag.FlagSet) {
+	etcd, err := coord.ConfigFromEnv()
+	if err != nil {
+		ef.envErrs = append(ef.envErrs, err)
+	}
+	ef.cfg = etcd
+	f.StringVar(&ef.endpoints, "etcd-endpoints", strings.Join(etcd.Endpoints, ","), "comma-separated etcd endpoints (env ETCD_ENDPOINTS)")
+	f.StringVar(&ef.cfg.Prefix, "etcd-prefix", etcd.Prefix, "key prefix shared by the masters and workers of one deployment (env ETCD_PREFIX)")
+	f.IntVar(&ef.leaseTTL, "etcd-lease-ttl-secs", int(etcd.LeaseTTL/time.Second), "lease of this process: locks, leadership, claims and its registration end this long after it stops (env ETCD_LEASE_TTL_SECS, at least 5)")
+	f.StringVar(&ef.cfg.Username, "etcd-username", etcd.Username, "etcd user (env ETCD_USERNAME)")
+	f.StringVar(&ef.cfg.Password, "etcd-password", etcd.Password, "etcd password; prefer the environment (env ETCD_PASSWORD)")
+	f.StringVar(&ef.cfg.TLS.CAFile, "etcd-ca-cert", etcd.TLS.CAFile, "CA of the etcd servers (env ETCD_CA_CERT)")
+	f.StringVar(&ef.cfg.TLS.CertFile, "etcd-client-cert", etcd.TLS.CertFile, "client certificate for etcd (env ETCD_CLIENT_CERT)")
+	f.StringVar(&ef.cfg.TLS.KeyFile, "etcd-client-key", etcd.TLS.KeyFile, "client key for etcd (env ETCD_CLIENT_KEY)")
+	// The password is masked in the help text.
+	if p := f.Lookup("etcd-password"); p != nil && p.DefValue != "" {
+		p.DefValue = "***"
+	}
+}
+
+// resolve applies the flags; the configuration is validated when it has endpoints.
+func (ef *etcdClientFlags) resolve() error {
+	if len(ef.envErrs) > 0 {
+		return fmt.Errorf("environment: %w", errors.Join(ef.envErrs...))
+	}
+	ef.cfg.Endpoints = nil
+	for _, ep := range strings.Split(ef.endpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			ef.cfg.Endpoints = append(ef.cfg.Endpoints, ep)
+		}
+	}
+	ef.cfg.LeaseTTL = time.Duration(ef.leaseTTL) * time.Second
+	if len(ef.cfg.Endpoints) > 0 {
+		return ef.cfg.Validate()
+	}
+	return nil
 }
 
 type masterCmdFlags struct {
@@ -242,7 +262,7 @@ func (mf *masterCmdFlags) run(ctx context.Context, store *storeFlags) error {
 		return fmt.Errorf("open data dir %s: %w", worker.MaskURI(mf.dataDir), err)
 	}
 	defer data.Close()
-	ecfg := mf.ctl.etcd
+	ecfg := mf.ctl.etcd.cfg
 	ecfg.Metrics, ecfg.Logger = coord.NewMetrics(reg), log
 	cli, err := coord.Connect(ctx, ecfg)
 	if err != nil {

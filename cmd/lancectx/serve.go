@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -114,7 +113,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 		}
 	}
 	log.Info("serve: starting", append(append([]any{"data_dir", worker.MaskURI(dataDir), "listen", listen,
-		"embedded_etcd", len(sf.ctl.etcd.Endpoints) == 0, "etcd_dir", etcdDir}, sf.ctl.summary()...), sec.Summary(sf.wf.sec.cfg)...)...)
+		"embedded_etcd", len(sf.ctl.etcd.cfg.Endpoints) == 0, "etcd_dir", etcdDir}, sf.ctl.summary()...), sec.Summary(sf.wf.sec.cfg)...)...)
 
 	pc := store.cfg
 	pc.Metrics, pc.Label = objstore.NewMetrics(reg), "data"
@@ -124,7 +123,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 	}
 	defer data.Close()
 
-	ecfg := sf.ctl.etcd
+	ecfg := sf.ctl.etcd.cfg
 	if len(ecfg.Endpoints) == 0 {
 		if err := os.MkdirAll(etcdDir, 0o700); err != nil {
 			return fmt.Errorf("etcd dir: %w", err)
@@ -177,11 +176,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 
 	return serveHTTP(ctx, log, listen, sec.Auth.Wrap(mux), sec.TLS, sf.wf.shutdownTimeout, func(rctx context.Context) {
 		m.Start(rctx)
-		addr := listen
-		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
-			addr = net.JoinHostPort("127.0.0.1", port)
-		}
-		info := coord.WorkerInfo{ID: wcfg.WorkerID, Endpoint: sec.Scheme() + "://" + addr, Shards: []string{wal.ShardIDFor(wcfg.WorkerID)}}
+		info := coord.WorkerInfo{ID: wcfg.WorkerID, Endpoint: advertiseURL("", sec.Scheme(), listen), Shards: []string{wal.ShardIDFor(wcfg.WorkerID)}}
 		if err := cli.RegisterWorker(rctx, info); err != nil {
 			log.Warn("serve: worker not registered in etcd (the cluster view will not list it)", "err", err)
 		}

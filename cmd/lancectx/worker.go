@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lancectx/lancectx/auth"
+	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/rollout"
 	"github.com/lancectx/lancectx/wal"
 	"github.com/lancectx/lancectx/worker"
@@ -48,6 +49,10 @@ type workerFlags struct {
 	shutdownTimeout time.Duration
 	sec             securityFlags
 	debug           debugFlags
+	// etcd and advertise are flags of `lancectx worker` only (serve has its own etcd):
+	// with etcd endpoints the worker registers itself for the cluster view.
+	etcd      etcdClientFlags
+	advertise string
 
 	envErrs []error
 }
@@ -112,6 +117,9 @@ drains those in flight (up to --shutdown-timeout) and seals every open shard.`,
 		},
 	}
 	wf.register(cmd.Flags())
+	wf.etcd.register(cmd.Flags())
+	cmd.Flags().StringVar(&wf.advertise, "advertise-url", wf.envStr("", "LANCECTX_ADVERTISE_URL"),
+		"base URL the cluster view shows for this worker (env LANCECTX_ADVERTISE_URL; default the scheme and --listen, a wildcard host as 127.0.0.1)")
 	return cmd
 }
 
@@ -162,6 +170,43 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	wf.debug.register(f)
 }
 
+// registerWorker connects to etcd and registers info under this process's lease (which
+// also ends the registration if the process dies). The returned func unregisters and
+// disconnects, bounded by its own deadline.
+func registerWorker(ctx context.Context, log *slog.Logger, ecfg coord.Config, info coord.WorkerInfo) (func(), error) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cli, err := coord.Connect(cctx, ecfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := cli.RegisterWorker(cctx, info); err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	log.Info("worker: registered in etcd", "id", info.ID, "endpoint", info.Endpoint)
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cli.UnregisterWorker(uctx, info.ID); err != nil {
+			log.Warn("worker: unregister from etcd (its lease ends it anyway)", "err", err)
+		}
+		_ = cli.Close()
+	}, nil
+}
+
+// advertiseURL is the URL other processes are shown for a server listening on addr:
+// the flag when set, else scheme://addr with a wildcard host made 127.0.0.1.
+func advertiseURL(flag, scheme, addr string) string {
+	if flag != "" {
+		return strings.TrimRight(flag, "/")
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	return scheme + "://" + addr
+}
+
 // validate checks what worker.New would silently default.
 func (wf *workerFlags) validate() error {
 	if len(wf.envErrs) > 0 {
@@ -198,6 +243,9 @@ func (wf *workerFlags) validate() error {
 	check(wf.shutdownTimeout > 0, "--shutdown-timeout must be positive")
 	if err := wf.sec.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := wf.etcd.resolve(); err != nil {
+		errs = append(errs, fmt.Errorf("etcd: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -267,6 +315,17 @@ func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, ln) }()
 	log.Info("worker: listening", "addr", ln.Addr().String(), "scheme", sec.Scheme())
+	if len(wf.etcd.cfg.Endpoints) > 0 {
+		ecfg := wf.etcd.cfg
+		ecfg.Metrics, ecfg.Logger = coord.NewMetrics(reg), log
+		unregister, err := registerWorker(ctx, log, ecfg, coord.WorkerInfo{ID: cfg.WorkerID,
+			Endpoint: advertiseURL(wf.advertise, sec.Scheme(), ln.Addr().String()), Shards: []string{wal.ShardIDFor(cfg.WorkerID)}})
+		if err != nil {
+			log.Warn("worker: not registered in etcd (the cluster view will not list it; the data plane does not need etcd)", "err", err)
+		} else {
+			defer unregister()
+		}
+	}
 	select {
 	case err = <-serveErr:
 		log.Error("worker: HTTP server stopped", "err", err)
