@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/faults"
+	"github.com/lancectx/lancectx/registry"
 )
 
 func TestSettingsFromEnvNamesEveryBadValue(t *testing.T) {
@@ -251,5 +253,45 @@ func TestMaintenanceInterruptedIsNotAFailure(t *testing.T) {
 	res, err = m.Run(ctx, StatsMaintenanceOptions{MaxObjects: 1000, Timeout: 10 * time.Second})
 	if err != nil || !res.Cleanup.Complete || res.Unreclaimed != 0 {
 		t.Fatalf("final pass: %+v %v", res, err)
+	}
+}
+
+// TestCleanupTaskDeletesTheFilesOfRemovedVersions: after a compaction, the cleanup task
+// deletes the data files only the removed versions referenced (proven garbage), not a
+// week later.
+func TestCleanupTaskDeletesTheFilesOfRemovedVersions(t *testing.T) {
+	data := objstore.NewMem()
+	c := newCluster(t, data)
+	set := fastSettings()
+	set.StatsScanInterval, set.MergeWALInterval, set.CompactionInterval, set.CleanupInterval = 0, 0, 0, 0
+	set.CleanupOlderThan = time.Millisecond
+	m := c.start(set, nil)
+	ctx := context.Background()
+	createExperiment(t, data, "churn", 6, 5)
+	dir := registry.New(data, "rollout").DatasetDir("churn")
+	dataFiles := func() int {
+		n := 0
+		err := objstore.Walk(ctx, data, objstore.ListOptions{Prefix: dir + "/data/"}, func(objstore.ObjectInfo) error { n++; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := m.runCompact(ctx, "churn", &TaskReport{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := dataFiles(); n != 7 {
+		t.Fatalf("%d data files after the compaction, want the 6 old and the new one", n)
+	}
+	time.Sleep(10 * time.Millisecond) // the compaction's version is now older than CleanupOlderThan
+	if _, err := m.runCleanup(ctx, "churn"); err != nil {
+		t.Fatal(err)
+	}
+	if n := dataFiles(); n != 1 {
+		t.Fatalf("%d data files after the cleanup, want only the compacted one", n)
+	}
+	ds, err := lance.OpenStore(ctx, objstore.Prefixed(data, dir))
+	if err != nil || ds.CountRows() != 30 {
+		t.Fatalf("after cleanup: %v rows, %v", ds.CountRows(), err)
 	}
 }
