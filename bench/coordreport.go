@@ -229,25 +229,7 @@ func coordReport(e *emitter, meta Meta, results []Result) {
 		run := tests[n]
 		detail("- test %s (%s): %s; log: %s", n, run.Package, testVerdict(run), orDash(strings.Join(run.Log, " / ")))
 	}
-	p("\n### Run\n\n")
-	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
-	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
-	p("- versions: %s\n", meta.Go)
-	if meta.Load != "" {
-		p("- %s\n", meta.Load)
-	}
-	if len(meta.CoordNotes) > 0 {
-		p("\n### How it is measured\n\n")
-		for _, n := range meta.CoordNotes {
-			p("- %s\n", n)
-		}
-	}
-	if len(details) > 0 {
-		p("\n### All measurements\n\n")
-		for _, d := range details {
-			p("%s\n", d)
-		}
-	}
+	e.runFooter(meta, meta.Go, nil, meta.CoordNotes, details)
 }
 
 // has reports whether the emitter already wrote the target row id.

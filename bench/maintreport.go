@@ -313,25 +313,7 @@ func maintReport(e *emitter, meta Meta, results []Result) {
 			target: fmt.Sprintf("target size, peak < %d MiB", compactRSS>>20), met: yesNo(r.TargetSized && peak < compactRSS)})
 	}
 
-	p("\n### Run\n\n")
-	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
-	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
-	p("- versions: %s; node %s; @lancedb/lancedb %s\n", meta.Go, meta.Node, meta.LanceDB)
-	if meta.Load != "" {
-		p("- %s\n", meta.Load)
-	}
-	if len(meta.MaintNotes) > 0 {
-		p("\n### How it is measured\n\n")
-		for _, n := range meta.MaintNotes {
-			p("- %s\n", n)
-		}
-	}
-	if len(details) > 0 {
-		p("\n### All measurements\n\n")
-		for _, d := range details {
-			p("%s\n", d)
-		}
-	}
+	e.runFooter(meta, lancedbVersions(meta), nil, meta.MaintNotes, details)
 }
 
 // faultLatency extracts the latency part of a faults spec for a title.

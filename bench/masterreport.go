@@ -154,23 +154,5 @@ func masterReport(e *emitter, meta Meta, results []Result) {
 		}
 	}
 	incidentRows(e, meta, results, detail)
-	p("\n### Run\n\n")
-	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
-	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
-	p("- versions: %s; node %s; @lancedb/lancedb %s\n", meta.Go, meta.Node, meta.LanceDB)
-	if meta.Load != "" {
-		p("- %s\n", meta.Load)
-	}
-	if len(meta.MasterNotes) > 0 {
-		p("\n### How it is measured\n\n")
-		for _, n := range meta.MasterNotes {
-			p("- %s\n", n)
-		}
-	}
-	if len(details) > 0 {
-		p("\n### All measurements\n\n")
-		for _, d := range details {
-			p("%s\n", d)
-		}
-	}
+	e.runFooter(meta, lancedbVersions(meta), nil, meta.MasterNotes, details)
 }

@@ -313,23 +313,41 @@ func renderStorage(e *emitter, meta Meta, results []Result) {
 	}
 	memRows(e, results, &details, meta.Rows)
 	openScaling(e, results, meta.Versions)
+	e.runFooter(meta, lancedbVersions(meta)+"; apache-arrow (JS) "+meta.ArrowJS,
+		[]string{fmt.Sprintf("rows: %d; repetitions: %d; opens per measurement: %d; versions of the open dataset: %d",
+			meta.Rows, meta.Reps, meta.OpenIters, meta.Versions)}, meta.Notes, details)
+}
+
+// lancedbVersions is the versions line of a section with a LanceDB peer.
+func lancedbVersions(meta Meta) string {
+	return fmt.Sprintf("%s; node %s; @lancedb/lancedb %s", meta.Go, meta.Node, meta.LanceDB)
+}
+
+// runFooter ends a section: the run (command, date, machine, versions, extra lines,
+// load), how it is measured (notes) and every raw measurement (details).
+func (e *emitter) runFooter(meta Meta, versions string, extra, notes, details []string) {
+	p := e.p
 	p("\n### Run\n\n")
 	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
 	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
-	p("- versions: %s; node %s; @lancedb/lancedb %s; apache-arrow (JS) %s\n", meta.Go, meta.Node, meta.LanceDB, meta.ArrowJS)
-	p("- rows: %d; repetitions: %d; opens per measurement: %d; versions of the open dataset: %d\n", meta.Rows, meta.Reps, meta.OpenIters, meta.Versions)
+	p("- versions: %s\n", versions)
+	for _, l := range extra {
+		p("- %s\n", l)
+	}
 	if meta.Load != "" {
 		p("- %s\n", meta.Load)
 	}
-	if len(meta.Notes) > 0 {
+	if len(notes) > 0 {
 		p("\n### How it is measured\n\n")
-		for _, n := range meta.Notes {
+		for _, n := range notes {
 			p("- %s\n", n)
 		}
 	}
-	p("\n### All measurements\n\n")
-	for _, d := range details {
-		p("%s\n", d)
+	if len(details) > 0 {
+		p("\n### All measurements\n\n")
+		for _, d := range details {
+			p("%s\n", d)
+		}
 	}
 }
 

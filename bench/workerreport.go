@@ -203,25 +203,7 @@ func workerReport(e *emitter, meta Meta, results []Result) {
 				return out
 			}()), ws[len(ws)-1].Before.P99)
 	}
-	p("\n### Run\n\n")
-	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
-	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
-	p("- versions: %s; node %s; @lancedb/lancedb %s\n", meta.Go, meta.Node, meta.LanceDB)
-	if meta.Load != "" {
-		p("- %s\n", meta.Load)
-	}
-	if len(meta.WorkerNotes) > 0 {
-		p("\n### How it is measured\n\n")
-		for _, n := range meta.WorkerNotes {
-			p("- %s\n", n)
-		}
-	}
-	if len(details) > 0 {
-		p("\n### All measurements\n\n")
-		for _, d := range details {
-			p("%s\n", d)
-		}
-	}
+	e.runFooter(meta, lancedbVersions(meta), nil, meta.WorkerNotes, details)
 }
 
 func scale(vals []float64, f float64) []float64 {
