@@ -216,3 +216,19 @@ func dataBytes(d arrow.ArrayData) int64 {
 	}
 	return n
 }
+
+// canonicalKey is key in the key form of lance.LookupKey (integers in plain decimal:
+// "007" and "7" name the same row, as they do in a filter). key passed keyLiteral.
+func canonicalKey(t arrow.DataType, key string) string {
+	switch t.ID() {
+	case arrow.INT64, arrow.INT32:
+		if v, err := strconv.ParseInt(key, 10, 64); err == nil {
+			return strconv.FormatInt(v, 10)
+		}
+	case arrow.UINT64, arrow.UINT32:
+		if v, err := strconv.ParseUint(key, 10, 64); err == nil {
+			return strconv.FormatUint(v, 10)
+		}
+	}
+	return key
+}

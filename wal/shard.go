@@ -101,6 +101,9 @@ type Options struct {
 	// RetireGrace is how long a merged generation file is kept for readers of older
 	// snapshots before it is deleted.
 	RetireGrace time.Duration
+	// KeyCache, if set, indexes the base table's key column for point reads
+	// (Snapshot.Get); share one across the shards of a process to bound its memory.
+	KeyCache *lance.KeyCache
 	// OpTimeout is the deadline of each background storage step (entry put, seal).
 	OpTimeout time.Duration
 	// NoSealOnClose skips sealing in Close (the WAL entries are replayed on next open).
@@ -826,6 +829,9 @@ func (s *Shard) Close(ctx context.Context) error {
 		s.bgCancel()
 		s.bgWG.Wait()
 		s.met.unregister(s)
+		if s.opts.KeyCache != nil {
+			s.opts.KeyCache.DropScope(s.keyScope())
+		}
 		s.log.Info("wal: shard closed", "sealed_through_seq", s.Stats().SealedThroughSeq)
 	})
 	return s.closeErr
@@ -842,6 +848,9 @@ func (s *Shard) abandon() {
 		s.bgCancel()
 		s.bgWG.Wait()
 		s.met.unregister(s)
+		if s.opts.KeyCache != nil {
+			s.opts.KeyCache.DropScope(s.keyScope())
+		}
 	})
 }
 
@@ -851,3 +860,7 @@ func (s *Shard) runHook(step string) error {
 	}
 	return s.hook(step)
 }
+
+// keyScope names this open shard's dataset in Options.KeyCache: one shard per dataset
+// per process, and Close drops the scope.
+func (s *Shard) keyScope() string { return fmt.Sprintf("shard %s %p", s.id, s) }

@@ -37,6 +37,11 @@ const (
 type ReadOptions struct {
 	// KeyColumn is the row identity; empty: the local shard's.
 	KeyColumn string
+	// KeyCache serves Get's lookups in the base table, under KeyCacheScope (a name
+	// for the dataset, see lance.KeyCache); nil: the local shard's Options.KeyCache.
+	// Without either Get scans the base's key column.
+	KeyCache      *lance.KeyCache
+	KeyCacheScope string
 }
 
 // Snapshot is a consistent view of a dataset: one base version, the generations of
@@ -55,6 +60,8 @@ type Snapshot struct {
 	mem        []memView
 	memSchema  *arrow.Schema
 	cache      *genCache
+	keyCache   *lance.KeyCache
+	keyScope   string
 	watermarks map[string]uint64
 }
 
@@ -112,6 +119,10 @@ func ReadSnapshot(ctx context.Context, st objstore.Store, local *Shard, opts Rea
 		snap, err := newSnapshot(st, b1, keyColumn, manifests, cache)
 		if err != nil {
 			return nil, err
+		}
+		snap.keyCache, snap.keyScope = opts.KeyCache, opts.KeyCacheScope
+		if snap.keyCache == nil && local != nil {
+			snap.keyCache, snap.keyScope = local.opts.KeyCache, local.keyScope()
 		}
 		if local != nil {
 			local.noteBase(b1)
@@ -458,6 +469,17 @@ func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec 
 	names := make([]string, out.NumFields())
 	for i, f := range out.Fields() {
 		names[i] = f.Name
+	}
+	if sn.keyCache != nil {
+		r, found, err := sn.base.LookupKey(ctx, sn.keyCache, sn.keyScope, sn.keyColumn, canonicalKey(sn.keyType, key), names)
+		if err != nil || !found {
+			if err != nil {
+				err = fmt.Errorf("wal: read base: %w", err)
+			}
+			return nil, false, err
+		}
+		defer r.Release()
+		return array.NewRecordBatch(out, r.Columns(), 1), true, nil
 	}
 	recs, err := sn.base.Collect(ctx, lance.ScanOptions{Columns: names, Filter: quoteIdent(sn.keyColumn) + " = " + lit, Limit: 1})
 	if err != nil {

@@ -19,12 +19,15 @@ import (
 // Defaults of the worker's own settings (the WAL's come from package wal).
 const (
 	DefaultStoreCacheCapacity = 2000
-	DefaultMergeConcurrency   = 4
-	DefaultMergeInterval      = time.Second
-	DefaultRequestTimeout     = 60 * time.Second
-	DefaultStreamTimeout      = time.Hour
-	DefaultFlushTimeout       = 30 * time.Second
-	DefaultCloseTimeout       = 30 * time.Second
+	// DefaultKeyCacheBytes bounds the key-column indexes of point reads (about 40
+	// bytes a row: 256 MiB indexes some 6M rows of base tables).
+	DefaultKeyCacheBytes    = 256 << 20
+	DefaultMergeConcurrency = 4
+	DefaultMergeInterval    = time.Second
+	DefaultRequestTimeout   = 60 * time.Second
+	DefaultStreamTimeout    = time.Hour
+	DefaultFlushTimeout     = 30 * time.Second
+	DefaultCloseTimeout     = 30 * time.Second
 )
 
 // Config configures a worker. The zero value of every field but DataDir (or Store)
@@ -65,6 +68,11 @@ type Config struct {
 	// StoreCacheCapacity bounds the resident store handles (an open WAL shard each);
 	// the least recently used is closed (sealed) when a new one would pass it.
 	StoreCacheCapacity int
+
+	// KeyCacheBytes bounds the indexes of the base tables' id columns that serve
+	// GET .../records/{id} without scanning the column (default DefaultKeyCacheBytes;
+	// negative: no index, every point read scans the id column).
+	KeyCacheBytes int64
 
 	// Append limits (zero: the rollout package defaults).
 	MaxBodyBytes int64
@@ -143,6 +151,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StoreCacheCapacity <= 0 {
 		c.StoreCacheCapacity = DefaultStoreCacheCapacity
 	}
+	if c.KeyCacheBytes == 0 {
+		c.KeyCacheBytes = DefaultKeyCacheBytes
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = rollout.DefaultMaxBodyBytes
 	}
@@ -220,6 +231,7 @@ func (c Config) Summary() []any {
 		"merge_concurrency", c.MergeConcurrency,
 		"merge_interval", c.MergeInterval.String(),
 		"store_cache_capacity", c.StoreCacheCapacity,
+		"key_cache_bytes", c.KeyCacheBytes,
 		"max_body_bytes", c.MaxBodyBytes,
 		"max_records", c.MaxRecords,
 		"max_part_bytes", c.MaxPartBytes,

@@ -128,6 +128,21 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_backpressure_cap_generations",
 		Help: "Pending generations of a dataset at which its appends get 503 (ROLLOUT_WAL_PENDING_MAX_GENERATIONS)."},
 		func() float64 { return float64(s.cfg.MaxPendingGenerations) }))
+	if s.keyCache != nil {
+		kc := s.keyCache
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_key_cache_bytes",
+			Help: "Bytes held by the id-column indexes of point reads (bounded by LANCECTX_KEY_CACHE_BYTES)."},
+			func() float64 { return float64(kc.Stats().Bytes) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rollout_key_cache_hits_total",
+			Help: "Point reads that found a data file's id index cached."},
+			func() float64 { return float64(kc.Stats().Hits) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rollout_key_cache_misses_total",
+			Help: "Data-file id indexes built (the id column read once) for point reads."},
+			func() float64 { return float64(kc.Stats().Misses) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rollout_key_cache_evictions_total",
+			Help: "Data-file id indexes dropped to stay within the byte bound."},
+			func() float64 { return float64(kc.Stats().Evictions) }))
+	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_merge_slots_busy",
 		Help: "Merge slots in use (ROLLOUT_MERGE_CONCURRENCY is the total)."},
 		func() float64 { return float64(len(s.mergeSlots)) }))

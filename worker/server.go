@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/provider"
 	"github.com/lancectx/lancectx/registry"
@@ -34,6 +35,7 @@ type Server struct {
 	ownData  bool
 	registry *registry.Registry
 	walMet   *wal.Metrics
+	keyCache *lance.KeyCache // nil when Config.KeyCacheBytes < 0
 	met      *metrics
 	stores   *stores
 	handler  http.Handler
@@ -70,6 +72,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.registry = registry.New(s.data, registryKind)
 	s.walMet = wal.NewMetrics(cfg.Registerer)
+	if cfg.KeyCacheBytes > 0 {
+		s.keyCache = lance.NewKeyCache(cfg.KeyCacheBytes)
+	}
 	s.stores = newStores(s)
 	s.loops = newLoopStatus(cfg.Now)
 	s.loops.register(loopMerge, cfg.MergeInterval)

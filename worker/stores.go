@@ -252,6 +252,7 @@ func (ss *stores) open(ctx context.Context, h *handle) error {
 		MaxInflightEntries:    s.cfg.MaxInflightEntries,
 		MaxPendingGenerations: s.cfg.MaxPendingGenerations,
 		RetireGrace:           s.cfg.RetireGrace,
+		KeyCache:              s.keyCache,
 		// Merges are started by the worker's merge loop, which bounds them across
 		// stores (MergeConcurrency); the shard's own trigger stays off.
 		MergeAfterGenerations: 0,

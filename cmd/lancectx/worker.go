@@ -42,6 +42,7 @@ type workerFlags struct {
 	mergeInterval   time.Duration
 	cacheCapacity   int
 	maxBody         workerBytes
+	keyCache        workerBytes
 	maxRecords      int
 	maxPart         workerBytes
 	requestTimeout  time.Duration
@@ -154,6 +155,9 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 		"how often the merge loop looks for stores due for a merge (env LANCECTX_MERGE_INTERVAL)")
 	f.IntVar(&wf.cacheCapacity, "store-cache-capacity", wf.envInt(worker.DefaultStoreCacheCapacity, "LANCECTX_STORE_CACHE_CAPACITY", "ROLLOUT_CACHE_CAPACITY"),
 		"open stores (one WAL shard each) kept resident; the least recently used is sealed and closed beyond it (env LANCECTX_STORE_CACHE_CAPACITY or ROLLOUT_CACHE_CAPACITY)")
+	wf.keyCache = workerBytes(wf.envBytes(worker.DefaultKeyCacheBytes, "LANCECTX_KEY_CACHE_BYTES"))
+	f.Var(&wf.keyCache, "key-cache-bytes", "memory for the id-column indexes that answer GET .../records/{id} without scanning "+
+		"the table; 0 turns them off (env LANCECTX_KEY_CACHE_BYTES)")
 	wf.maxBody = workerBytes(wf.envBytes(rollout.DefaultMaxBodyBytes, "LANCECTX_MAX_BODY_BYTES"))
 	f.Var(&wf.maxBody, "max-body-bytes", "largest append request body (env LANCECTX_MAX_BODY_BYTES)")
 	f.IntVar(&wf.maxRecords, "max-records", wf.envInt(rollout.DefaultMaxRecords, "LANCECTX_MAX_RECORDS"),
@@ -270,6 +274,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		MergeInterval:         wf.mergeInterval,
 		StoreCacheCapacity:    wf.cacheCapacity,
 		MaxBodyBytes:          int64(wf.maxBody),
+		KeyCacheBytes:         keyCacheBytes(int64(wf.keyCache)),
 		MaxRecords:            wf.maxRecords,
 		MaxPartBytes:          int64(wf.maxPart),
 		RequestTimeout:        wf.requestTimeout,
@@ -443,4 +448,13 @@ func parseWorkerBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a byte size (e.g. 8388608, 8MiB)", s)
 	}
 	return n * mult, nil
+}
+
+// keyCacheBytes maps --key-cache-bytes (0: off) to worker.Config.KeyCacheBytes (0:
+// the default, negative: off).
+func keyCacheBytes(flag int64) int64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

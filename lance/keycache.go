@@ -1,0 +1,351 @@
+package lance
+
+import (
+	"cmp"
+	"container/list"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lancectx/lancectx/lance/format/tablepb"
+	"github.com/lancectx/lancectx/lance/schema"
+)
+
+// KeyCache keeps hash indexes of a key column, one per data file, so that a point
+// lookup by key (LookupKey) reads one row instead of the whole key column. Without it
+// a lookup on a table of N rows decodes N keys: on a 1M-row rollout store that is
+// ~20 MB of pages and tens of milliseconds of CPU per GET, growing with the table.
+//
+// Data files are immutable, so an index never goes stale; deletions are applied at
+// lookup time from the fragment's deletion file. Indexes live in a scope, one per
+// open dataset (a caller's name for it): a lookup on a newer version of the dataset
+// drops the scope's indexes of data files that version no longer has (compaction
+// rewrote them), and DropScope drops a closed dataset's. The cache is bounded in
+// bytes (least recently used indexes go first) and safe for concurrent use; indexes
+// are built outside its lock, once per data file however many lookups wait for one.
+type KeyCache struct {
+	maxBytes int64
+	seed     maphash.Seed
+
+	mu      sync.Mutex
+	used    int64
+	lru     *list.List               // of *keyCacheEntry, most recent first
+	entries map[string]*list.Element // by cache key
+	scopes  map[string]*keyScope
+
+	hits, misses, evictions atomic.Int64
+}
+
+// NewKeyCache returns a cache that holds at most maxBytes of indexes (an index larger
+// than that is built, used once and dropped).
+func NewKeyCache(maxBytes int64) *KeyCache {
+	return &KeyCache{maxBytes: maxBytes, seed: maphash.MakeSeed(), lru: list.New(),
+		entries: map[string]*list.Element{}, scopes: map[string]*keyScope{}}
+}
+
+// keyScope is what the cache knows of one dataset: the newest version looked up and
+// the cache keys of its indexes.
+type keyScope struct {
+	version uint64
+	keys    map[string]struct{}
+}
+
+// DropScope drops every index of the scope (its dataset was closed).
+func (c *KeyCache) DropScope(scope string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sc := c.scopes[scope]; sc != nil {
+		for k := range sc.keys {
+			c.remove(k)
+		}
+		delete(c.scopes, scope)
+	}
+}
+
+// prune drops the indexes of scope that version's data files do not include, once
+// per newer version. live holds the cache keys of version's indexes.
+func (c *KeyCache) prune(scope string, version uint64, live map[string]struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sc := c.scopes[scope]
+	if sc == nil {
+		sc = &keyScope{keys: map[string]struct{}{}}
+		c.scopes[scope] = sc
+	}
+	if version <= sc.version {
+		return
+	}
+	sc.version = version
+	for k := range sc.keys {
+		if _, ok := live[k]; !ok {
+			c.remove(k)
+			delete(sc.keys, k)
+		}
+	}
+}
+
+// remove drops one entry (built or being built). c.mu held.
+func (c *KeyCache) remove(key string) {
+	el := c.entries[key]
+	if el == nil {
+		return
+	}
+	e := el.Value.(*keyCacheEntry)
+	c.lru.Remove(el)
+	delete(c.entries, key)
+	select {
+	case <-e.ready:
+		if e.err == nil {
+			c.used -= e.idx.bytes()
+		}
+	default: // the builder finds its entry gone and does not account it
+	}
+}
+
+// KeyCacheStats is a point-in-time view of a KeyCache, for metrics.
+type KeyCacheStats struct {
+	Bytes, MaxBytes, Indexes int64
+	// Hits and Misses count index lookups (a miss builds the index); Evictions counts
+	// indexes dropped for the byte bound.
+	Hits, Misses, Evictions int64
+}
+
+// Stats returns the cache's figures.
+func (c *KeyCache) Stats() KeyCacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return KeyCacheStats{
+		Bytes: c.used, MaxBytes: c.maxBytes, Indexes: int64(len(c.entries)),
+		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(),
+	}
+}
+
+type keyCacheEntry struct {
+	key   string
+	scope string
+	ready chan struct{} // closed when idx or err is set
+	idx   *keyIndex
+	err   error
+}
+
+// keyIndex is the key column of one data file: the keys in physical row order, and
+// their hashes sorted for lookup. Null keys are not indexed.
+type keyIndex struct {
+	blob   []byte   // the keys, concatenated
+	offs   []uint32 // key of physical row i: blob[offs[i]:offs[i+1]]
+	sorted []hashRow
+}
+
+// hashRow is 8 bytes a row: a 32-bit hash narrows a lookup to a handful of rows
+// (about n/2^32 false candidates), each checked against the key itself.
+type hashRow struct {
+	h   uint32
+	row uint32
+}
+
+func (x *keyIndex) bytes() int64 {
+	return int64(len(x.blob)) + 4*int64(len(x.offs)) + 8*int64(len(x.sorted)) + 128
+}
+
+// find appends to dst the physical rows whose key is key.
+func (x *keyIndex) find(dst []uint32, h uint32, key string) []uint32 {
+	i, _ := slices.BinarySearchFunc(x.sorted, h, func(e hashRow, h uint32) int { return cmp.Compare(e.h, h) })
+	for ; i < len(x.sorted) && x.sorted[i].h == h; i++ {
+		r := x.sorted[i].row
+		if string(x.blob[x.offs[r]:x.offs[r+1]]) == key {
+			dst = append(dst, r)
+		}
+	}
+	return dst
+}
+
+func keyCacheKey(scope string, df *tablepb.DataFile, f *schema.Field, rows uint64) string {
+	return fmt.Sprintf("%s\x00%s\x00%d\x00%d", scope, df.GetPath(), f.ID, rows)
+}
+
+// index returns the index of field f in data file df of frag, building it on a miss.
+func (c *KeyCache) index(ctx context.Context, d *Dataset, scope, key string, fr *fragmentReader, f *schema.Field) (*keyIndex, error) {
+	for {
+		c.mu.Lock()
+		if el, ok := c.entries[key]; ok {
+			c.lru.MoveToFront(el)
+			e := el.Value.(*keyCacheEntry)
+			c.mu.Unlock()
+			select {
+			case <-e.ready:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if e.err == nil {
+				c.hits.Add(1)
+				return e.idx, nil
+			}
+			// The builder failed (perhaps only its own context ended) and removed the
+			// entry; build it here.
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		e := &keyCacheEntry{key: key, scope: scope, ready: make(chan struct{})}
+		c.entries[key] = c.lru.PushFront(e)
+		sc := c.scopes[scope]
+		if sc == nil {
+			sc = &keyScope{keys: map[string]struct{}{}}
+			c.scopes[scope] = sc
+		}
+		sc.keys[key] = struct{}{}
+		c.mu.Unlock()
+		c.misses.Add(1)
+
+		idx, err := c.build(ctx, d, fr, f)
+		c.mu.Lock()
+		e.idx, e.err = idx, err
+		close(e.ready)
+		if el := c.entries[key]; el != nil && el.Value == e {
+			if err != nil || idx.bytes() > c.maxBytes {
+				c.lru.Remove(el)
+				delete(c.entries, key)
+				if sc := c.scopes[scope]; sc != nil {
+					delete(sc.keys, key)
+				}
+			} else {
+				c.used += idx.bytes()
+				c.evict()
+			}
+		}
+		c.mu.Unlock()
+		return idx, err
+	}
+}
+
+// evict drops the least recently used built indexes until the cache fits. c.mu held.
+func (c *KeyCache) evict() {
+	for el := c.lru.Back(); el != nil && c.used > c.maxBytes; {
+		prev := el.Prev()
+		e := el.Value.(*keyCacheEntry)
+		select {
+		case <-e.ready:
+			c.lru.Remove(el)
+			delete(c.entries, e.key)
+			if sc := c.scopes[e.scope]; sc != nil {
+				delete(sc.keys, e.key)
+			}
+			c.used -= e.idx.bytes()
+			c.evictions.Add(1)
+		default: // still being built; it is accounted when done
+		}
+		el = prev
+	}
+}
+
+// keyIndexBatch is how many rows of the key column are decoded at a time.
+const keyIndexBatch = 65536
+
+func (c *KeyCache) build(ctx context.Context, d *Dataset, fr *fragmentReader, f *schema.Field) (*keyIndex, error) {
+	keyOf, err := keyFunc(f.Type)
+	if err != nil {
+		return nil, err
+	}
+	total := fr.frag.GetPhysicalRows()
+	if total >= 1<<32 {
+		return nil, fmt.Errorf("%w: fragment %d has %d rows", ErrUnsupported, fr.frag.GetId(), total)
+	}
+	x := &keyIndex{offs: make([]uint32, 1, total+1), sorted: make([]hashRow, 0, total)}
+	s := fieldsSchema([]*schema.Field{f})
+	for start := uint64(0); start < total; start += keyIndexBatch {
+		end := min(start+keyIndexBatch, total)
+		rec, err := fr.read(ctx, d.store, []*schema.Field{f}, s, start, end, nil)
+		if err != nil {
+			return nil, err
+		}
+		col := rec.Column(0)
+		for i := 0; i < col.Len(); i++ {
+			if !col.IsNull(i) {
+				k := keyOf(col, i)
+				x.sorted = append(x.sorted, hashRow{uint32(maphash.String(c.seed, k)), uint32(start) + uint32(i)})
+				x.blob = append(x.blob, k...)
+			}
+			if len(x.blob) >= 1<<32 {
+				rec.Release()
+				return nil, fmt.Errorf("%w: keys of fragment %d exceed 4 GiB", ErrUnsupported, fr.frag.GetId())
+			}
+			x.offs = append(x.offs, uint32(len(x.blob)))
+		}
+		rec.Release()
+	}
+	slices.SortFunc(x.sorted, func(a, b hashRow) int { return cmp.Compare(a.h, b.h) })
+	x.blob = slices.Clip(x.blob)
+	return x, nil
+}
+
+// LookupKey returns the first visible row, in table order, whose column equals key
+// (in the column's key form: strings as is, integers in decimal), with the given
+// columns; ok is false when no row has it. It reads the key column of each data file
+// once into cache, under scope (the caller's name for this dataset, see KeyCache),
+// and afterwards only the matching row and the deletion file of its fragment. column
+// must be a string, binary or integer column.
+func (d *Dataset) LookupKey(ctx context.Context, cache *KeyCache, scope, column, key string, columns []string) (rec arrow.RecordBatch, ok bool, err error) {
+	kf := d.schema.Field(column)
+	if kf == nil {
+		return nil, false, fmt.Errorf("lance: no column %q in the table", column)
+	}
+	if _, err := keyFunc(kf.Type); err != nil {
+		return nil, false, err
+	}
+	fields := make([]*schema.Field, len(columns))
+	for i, name := range columns {
+		if fields[i] = d.schema.Field(name); fields[i] == nil {
+			return nil, false, fmt.Errorf("lance: no column %q in the table", name)
+		}
+	}
+	frags := make([]*fragmentReader, 0, len(d.Fragments()))
+	live := make(map[string]struct{}, len(d.Fragments()))
+	for _, frag := range d.Fragments() {
+		fr, err := openFragment(frag)
+		if err != nil {
+			return nil, false, err
+		}
+		frags = append(frags, fr)
+		if df := fr.owner[kf.ID]; df != nil {
+			live[keyCacheKey(scope, df, kf, frag.GetPhysicalRows())] = struct{}{}
+		}
+	}
+	cache.prune(scope, d.Version(), live)
+	h := uint32(maphash.String(cache.seed, key))
+	var rows []uint32
+	for _, fr := range frags {
+		frag := fr.frag
+		df := fr.owner[kf.ID]
+		if df == nil {
+			continue // the column was added after this fragment: all null
+		}
+		idx, err := cache.index(ctx, d, scope, keyCacheKey(scope, df, kf, frag.GetPhysicalRows()), fr, kf)
+		if err != nil {
+			return nil, false, fmt.Errorf("lance: index %q of fragment %d: %w", column, frag.GetId(), err)
+		}
+		if rows = idx.find(rows[:0], h, key); len(rows) == 0 {
+			continue
+		}
+		deleted, err := readDeletionVector(ctx, d.store, frag)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, r := range rows {
+			if deleted.Contains(r) {
+				continue
+			}
+			rec, err := fr.read(ctx, d.store, fields, fieldsSchema(fields), uint64(r), uint64(r)+1, nil)
+			if err != nil {
+				return nil, false, err
+			}
+			return rec, true, nil
+		}
+	}
+	return nil, false, nil
+}
