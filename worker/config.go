@@ -19,9 +19,12 @@ import (
 // Defaults of the worker's own settings (the WAL's come from package wal).
 const (
 	DefaultStoreCacheCapacity = 2000
-	// DefaultKeyCacheBytes bounds the key-column indexes of point reads (about 40
-	// bytes a row: 256 MiB indexes some 6M rows of base tables).
-	DefaultKeyCacheBytes    = 256 << 20
+	// DefaultKeyCacheBytes bounds the key-column indexes of point reads (about 20
+	// bytes a row for rollout ids: 256 MiB indexes some 12M rows of base tables).
+	DefaultKeyCacheBytes = 256 << 20
+	// DefaultSweepTempAge is how old an upload's temp file in a local data directory
+	// must be for the start-up sweep to take it for a crashed process's.
+	DefaultSweepTempAge     = time.Hour
 	DefaultMergeConcurrency = 4
 	DefaultMergeInterval    = time.Second
 	DefaultRequestTimeout   = 60 * time.Second
@@ -73,6 +76,11 @@ type Config struct {
 	// GET .../records/{id} without scanning the column (default DefaultKeyCacheBytes;
 	// negative: no index, every point read scans the id column).
 	KeyCacheBytes int64
+
+	// SweepTempAge: at start, a worker whose DataDir is local (file://) removes the
+	// temp files of uploads older than this, left by processes killed mid-write
+	// (default DefaultSweepTempAge; negative: no sweep).
+	SweepTempAge time.Duration
 
 	// Append limits (zero: the rollout package defaults).
 	MaxBodyBytes int64
@@ -154,6 +162,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.KeyCacheBytes == 0 {
 		c.KeyCacheBytes = DefaultKeyCacheBytes
 	}
+	if c.SweepTempAge == 0 {
+		c.SweepTempAge = DefaultSweepTempAge
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = rollout.DefaultMaxBodyBytes
 	}
@@ -232,6 +243,7 @@ func (c Config) Summary() []any {
 		"merge_interval", c.MergeInterval.String(),
 		"store_cache_capacity", c.StoreCacheCapacity,
 		"key_cache_bytes", c.KeyCacheBytes,
+		"sweep_temp_age", c.SweepTempAge.String(),
 		"max_body_bytes", c.MaxBodyBytes,
 		"max_records", c.MaxRecords,
 		"max_part_bytes", c.MaxPartBytes,

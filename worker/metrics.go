@@ -31,6 +31,7 @@ type metrics struct {
 	snapshotRetries  prometheus.Counter
 	streamsAborted   *prometheus.CounterVec
 	requestsInFlight prometheus.Gauge
+	tempSwept        prometheus.Counter
 }
 
 // Loop names, the label of the loop metrics and the names of the health checks.
@@ -92,6 +93,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			[]string{"kind"}),
 		requestsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_requests_in_flight",
 			Help: "HTTP requests being served."}),
+		tempSwept: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_temp_files_swept_total",
+			Help: "Temp files of crashed uploads removed from a local data directory by the start-up sweep."}),
 	}
 	for _, f := range []string{"true", "false"} {
 		m.appends.WithLabelValues(f)
@@ -117,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.appends, m.recordsAppended, m.appendsFlushed, m.appendDuration,
 		m.appendRetries, m.backpressure, m.cacheHits, m.cacheMisses, m.storeOpens, m.storeCloses, m.mergeRequests,
 		m.mergeOutcomes, m.mergeReclaimed, m.mergeSkipped, m.mergeSlotWait, m.loopLastSuccess, m.loopFailures,
-		m.snapshotRetries, m.streamsAborted, m.requestsInFlight)
+		m.snapshotRetries, m.streamsAborted, m.requestsInFlight, m.tempSwept)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_stores_resident",
 		Help: "Store handles open in this worker (each holds a WAL shard)."},
 		func() float64 { return float64(s.stores.resident()) }))

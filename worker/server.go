@@ -46,6 +46,7 @@ type Server struct {
 
 	stop      chan struct{}
 	loopDone  chan struct{}
+	bg        sync.WaitGroup // one-shot background work (the temp sweep)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -82,7 +83,43 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.met = newMetrics(cfg.Registerer, s)
 	s.handler = s.routes()
 	go s.mergeLoop()
+	if cfg.SweepTempAge > 0 {
+		if u, err := objstore.ParseURI(cfg.DataDir); err == nil && u.Scheme == "file" {
+			s.bg.Go(func() { s.sweepTemp(u.Path) })
+		}
+	}
 	return s, nil
+}
+
+// sweepTempTimeout bounds the start-up sweep's walk of the data directory.
+const sweepTempTimeout = 30 * time.Minute
+
+// sweepTemp removes the temp files that processes killed mid-upload left in the
+// local data directory (an object store drops such uploads itself). It walks the
+// whole tree once, in the background, and stops with Close.
+func (s *Server) sweepTemp(root string) {
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTempTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	fs, err := objstore.NewFile(root)
+	if err != nil {
+		s.log.Warn("worker: temp file sweep", "err", err)
+		return
+	}
+	start := time.Now()
+	n, err := fs.SweepTemp(ctx, s.cfg.SweepTempAge)
+	s.met.tempSwept.Add(float64(n))
+	if err != nil {
+		s.log.Warn("worker: temp file sweep stopped", "removed", n, "err", err, "seconds", time.Since(start).Seconds())
+		return
+	}
+	s.log.Info("worker: temp file sweep done", "removed", n, "older_than", s.cfg.SweepTempAge.String(), "seconds", time.Since(start).Seconds())
 }
 
 // Config is the effective configuration (defaults filled in).
@@ -106,6 +143,7 @@ func (s *Server) Close(ctx context.Context) error {
 		case <-s.loopDone:
 		case <-ctx.Done():
 		}
+		s.bg.Wait()
 		s.stores.shutdown(ctx)
 		if s.ownData {
 			s.closeErr = s.data.Close()

@@ -43,6 +43,7 @@ type workerFlags struct {
 	cacheCapacity   int
 	maxBody         workerBytes
 	keyCache        workerBytes
+	sweepTempAge    time.Duration
 	maxRecords      int
 	maxPart         workerBytes
 	requestTimeout  time.Duration
@@ -155,6 +156,8 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 		"how often the merge loop looks for stores due for a merge (env LANCECTX_MERGE_INTERVAL)")
 	f.IntVar(&wf.cacheCapacity, "store-cache-capacity", wf.envInt(worker.DefaultStoreCacheCapacity, "LANCECTX_STORE_CACHE_CAPACITY", "ROLLOUT_CACHE_CAPACITY"),
 		"open stores (one WAL shard each) kept resident; the least recently used is sealed and closed beyond it (env LANCECTX_STORE_CACHE_CAPACITY or ROLLOUT_CACHE_CAPACITY)")
+	f.DurationVar(&wf.sweepTempAge, "sweep-temp-age", wf.envDuration(worker.DefaultSweepTempAge, "LANCECTX_SWEEP_TEMP_AGE"),
+		"at start, remove temp files of uploads older than this from a local data directory (left by killed processes); 0 turns the sweep off (env LANCECTX_SWEEP_TEMP_AGE)")
 	wf.keyCache = workerBytes(wf.envBytes(worker.DefaultKeyCacheBytes, "LANCECTX_KEY_CACHE_BYTES"))
 	f.Var(&wf.keyCache, "key-cache-bytes", "memory for the id-column indexes that answer GET .../records/{id} without scanning "+
 		"the table; 0 turns them off (env LANCECTX_KEY_CACHE_BYTES)")
@@ -239,6 +242,7 @@ func (wf *workerFlags) validate() error {
 	check(wf.mergeConc > 0, "--merge-concurrency must be positive")
 	check(wf.mergeInterval > 0, "--merge-interval must be positive")
 	check(wf.cacheCapacity > 0, "--store-cache-capacity must be positive")
+	check(wf.sweepTempAge >= 0, "--sweep-temp-age must not be negative")
 	check(wf.maxBody > 0, "--max-body-bytes must be positive")
 	check(wf.maxRecords > 0, "--max-records must be positive")
 	check(wf.maxPart >= 0, "--max-part-bytes must not be negative")
@@ -275,6 +279,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		StoreCacheCapacity:    wf.cacheCapacity,
 		MaxBodyBytes:          int64(wf.maxBody),
 		KeyCacheBytes:         keyCacheBytes(int64(wf.keyCache)),
+		SweepTempAge:          sweepTempAge(wf.sweepTempAge),
 		MaxRecords:            wf.maxRecords,
 		MaxPartBytes:          int64(wf.maxPart),
 		RequestTimeout:        wf.requestTimeout,
@@ -453,6 +458,15 @@ func parseWorkerBytes(s string) (int64, error) {
 // keyCacheBytes maps --key-cache-bytes (0: off) to worker.Config.KeyCacheBytes (0:
 // the default, negative: off).
 func keyCacheBytes(flag int64) int64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
+}
+
+// sweepTempAge maps --sweep-temp-age (0: off) to worker.Config.SweepTempAge (0: the
+// default, negative: off).
+func sweepTempAge(flag time.Duration) time.Duration {
 	if flag == 0 {
 		return -1
 	}
