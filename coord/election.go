@@ -61,8 +61,12 @@ func (c *Client) Campaign(ctx context.Context, role, value string) (*Leadership,
 	}
 	// Election.Campaign also returns nil when its own key vanished (lease expired)
 	// while it waited for the earlier candidates, so check that the key is still ours.
+	// The Then op is not decoration: etcd serves a transaction without ops as a
+	// serializable read, from whichever member the client talks to, and a member
+	// that has not applied our campaign yet answers "no such key" (seen on a fresh
+	// 3-member cluster). A linearizable range makes the whole check linearizable.
 	cmp := clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())
-	resp, err := c.cli.Txn(ctx).If(cmp).Commit()
+	resp, err := c.cli.Txn(ctx).If(cmp).Then(clientv3.OpGet(e.Key(), clientv3.WithCountOnly())).Commit()
 	if err != nil || !resp.Succeeded {
 		c.goTracked(func() {
 			c.deleteOwnedUntil(sess.Ctx(), e.Key(), cmp)
