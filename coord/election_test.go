@@ -200,10 +200,7 @@ func TestCampaignGivesUpWithItsContext(t *testing.T) {
 func TestElectionSurvivesEtcdLeaderLoss(t *testing.T) {
 	t.Parallel()
 	cl := etcdtest.StartCluster(t, 3)
-	// 5 s rather than the 3 s the other tests use: CI runs this 3-member cluster
-	// beside every other package on 2 cores, and a keep-alive answered more than a
-	// TTL late ends the session before the test has begun (seen with 3 s).
-	const ttl = 5 * time.Second
+	const ttl = 3 * time.Second
 	a := connect(t, cl.Endpoints(), ttl, nil)
 	b := connect(t, cl.Endpoints(), ttl, nil)
 	ctx := testCtx(t, 60*time.Second)
