@@ -304,28 +304,31 @@ func (d *Dataset) LookupKey(ctx context.Context, cache *KeyCache, scope, column,
 			return nil, false, fmt.Errorf("lance: no column %q in the table", name)
 		}
 	}
-	frags := make([]*fragmentReader, 0, len(d.Fragments()))
+	// The fragments that hold the column (one added later is all null in the older
+	// ones), each with its cache key.
+	type keyed struct {
+		fr  *fragmentReader
+		key string
+	}
+	frags := make([]keyed, 0, len(d.Fragments()))
 	live := make(map[string]struct{}, len(d.Fragments()))
 	for _, frag := range d.Fragments() {
 		fr, err := openFragment(frag)
 		if err != nil {
 			return nil, false, err
 		}
-		frags = append(frags, fr)
 		if df := fr.owner[kf.ID]; df != nil {
-			live[keyCacheKey(scope, df, kf, frag.GetPhysicalRows())] = struct{}{}
+			k := keyCacheKey(scope, df, kf, frag.GetPhysicalRows())
+			frags = append(frags, keyed{fr, k})
+			live[k] = struct{}{}
 		}
 	}
 	cache.prune(scope, d.Version(), live)
 	h := uint32(maphash.String(cache.seed, key))
 	var rows []uint32
-	for _, fr := range frags {
-		frag := fr.frag
-		df := fr.owner[kf.ID]
-		if df == nil {
-			continue // the column was added after this fragment: all null
-		}
-		idx, err := cache.index(ctx, d, scope, keyCacheKey(scope, df, kf, frag.GetPhysicalRows()), fr, kf)
+	for _, kd := range frags {
+		fr, frag := kd.fr, kd.fr.frag
+		idx, err := cache.index(ctx, d, scope, kd.key, fr, kf)
 		if err != nil {
 			return nil, false, fmt.Errorf("lance: index %q of fragment %d: %w", column, frag.GetId(), err)
 		}

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lancectx/lancectx/lance"
 )
 
 // metrics are the worker's own series (the WAL's and the object store's are
@@ -136,15 +138,20 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_key_cache_bytes",
 			Help: "Bytes held by the id-column indexes of point reads (bounded by LANCECTX_KEY_CACHE_BYTES)."},
 			func() float64 { return float64(kc.Stats().Bytes) }))
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rollout_key_cache_hits_total",
-			Help: "Point reads that found a data file's id index cached."},
-			func() float64 { return float64(kc.Stats().Hits) }))
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rollout_key_cache_misses_total",
-			Help: "Data-file id indexes built (the id column read once) for point reads."},
-			func() float64 { return float64(kc.Stats().Misses) }))
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rollout_key_cache_evictions_total",
-			Help: "Data-file id indexes dropped to stay within the byte bound."},
-			func() float64 { return float64(kc.Stats().Evictions) }))
+		for _, c := range []struct {
+			name, help string
+			value      func(lance.KeyCacheStats) int64
+		}{
+			{"rollout_key_cache_hits_total", "Point reads that found a data file's id index cached.",
+				func(s lance.KeyCacheStats) int64 { return s.Hits }},
+			{"rollout_key_cache_misses_total", "Data-file id indexes built (the id column read once) for point reads.",
+				func(s lance.KeyCacheStats) int64 { return s.Misses }},
+			{"rollout_key_cache_evictions_total", "Data-file id indexes dropped to stay within the byte bound.",
+				func(s lance.KeyCacheStats) int64 { return s.Evictions }},
+		} {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+				func() float64 { return float64(c.value(kc.Stats())) }))
+		}
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_merge_slots_busy",
 		Help: "Merge slots in use (ROLLOUT_MERGE_CONCURRENCY is the total)."},

@@ -278,8 +278,8 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		MergeInterval:         wf.mergeInterval,
 		StoreCacheCapacity:    wf.cacheCapacity,
 		MaxBodyBytes:          int64(wf.maxBody),
-		KeyCacheBytes:         keyCacheBytes(int64(wf.keyCache)),
-		SweepTempAge:          sweepTempAge(wf.sweepTempAge),
+		KeyCacheBytes:         offIfZero(int64(wf.keyCache)),
+		SweepTempAge:          offIfZero(wf.sweepTempAge),
 		MaxRecords:            wf.maxRecords,
 		MaxPartBytes:          int64(wf.maxPart),
 		RequestTimeout:        wf.requestTimeout,
@@ -455,18 +455,9 @@ func parseWorkerBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// keyCacheBytes maps --key-cache-bytes (0: off) to worker.Config.KeyCacheBytes (0:
-// the default, negative: off).
-func keyCacheBytes(flag int64) int64 {
-	if flag == 0 {
-		return -1
-	}
-	return flag
-}
-
-// sweepTempAge maps --sweep-temp-age (0: off) to worker.Config.SweepTempAge (0: the
-// default, negative: off).
-func sweepTempAge(flag time.Duration) time.Duration {
+// offIfZero maps a flag where 0 means off to a worker.Config field where 0 means the
+// default and a negative value means off (--key-cache-bytes, --sweep-temp-age).
+func offIfZero[T int64 | time.Duration](flag T) T {
 	if flag == 0 {
 		return -1
 	}
