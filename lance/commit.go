@@ -31,6 +31,11 @@ var (
 	ErrConflict = errors.New("lance: commit conflict")
 	// errRetryOp: the operation must be recomputed against the latest version.
 	errRetryOp = fmt.Errorf("%w: operation must be recomputed", ErrConflict)
+	// ErrDatasetReplaced: the history this handle was read from is gone: the latest
+	// version on storage is older than the handle's, or no version is left. The dataset
+	// was deleted (and perhaps created anew at the same place). It is deliberately not a
+	// conflict: retrying on the latest version would write into the new dataset.
+	ErrDatasetReplaced = errors.New("lance: the dataset was deleted or replaced since it was read")
 )
 
 // defaultCommitAttempts matches Lance's default of 20 commit retries.
@@ -58,6 +63,11 @@ type commitOptions struct {
 	// readVersion overrides the recorded read version (compaction's two commits both
 	// record the version the rewrite was planned on, as Lance does).
 	readVersion *uint64
+	// noRebase makes the commit a compare-and-swap on base: it lands as base+1 or fails
+	// with ErrConflict, never on top of a concurrent commit.
+	noRebase bool
+	// firstVersion is the version a created dataset starts at (0: 1).
+	firstVersion uint64
 }
 
 // commit writes the transaction file, then creates the next manifest with put-if-absent.
@@ -103,12 +113,28 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		switch {
 		case errors.Is(err, ErrDatasetNotFound):
 			if cur != nil {
-				return nil, fmt.Errorf("%w: every manifest is gone", ErrConflict)
+				return nil, fmt.Errorf("%w: every manifest is gone", ErrDatasetReplaced)
 			}
 		case err != nil:
 			return nil, err
 		case cur == nil:
 			return nil, fmt.Errorf("%w: version %d exists", ErrDatasetExists, latest)
+		case latest < cur.Manifest.GetVersion():
+			// Versions only grow and cleanup never removes the latest: a lower latest
+			// means this history was deleted and another one started in its place.
+			return nil, fmt.Errorf("%w: the latest version is %d, this %s was built on version %d",
+				ErrDatasetReplaced, latest, op.name(), cur.Manifest.GetVersion())
+		}
+		if opts.noRebase && cur != nil && latest > cur.Manifest.GetVersion() {
+			// Only our own earlier attempt (an ambiguous put that landed) may sit there.
+			nextDS, err := checkoutVersion(ctx, st, cur.Manifest.GetVersion()+1)
+			if err == nil {
+				if other, terr := transactionOf(ctx, st, nextDS); terr == nil && other.GetUuid() == txn.GetUuid() {
+					return nextDS, nil
+				}
+			}
+			return nil, fmt.Errorf("%w: version %d was committed after version %d, which this conditional %s required",
+				ErrConflict, latest, cur.Manifest.GetVersion(), op.name())
 		}
 		for cur != nil && cur.Manifest.GetVersion() < latest {
 			v := cur.Manifest.GetVersion() + 1
@@ -142,7 +168,7 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 			return nil, err
 		}
 		m := next.Manifest
-		m.Version = 1
+		m.Version = max(opts.firstVersion, 1)
 		if cur != nil {
 			m.Version = cur.Manifest.GetVersion() + 1
 		}
@@ -174,9 +200,9 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		if !errors.Is(err, objstore.ErrExists) {
 			return nil, fmt.Errorf("commit version %d: %w", m.Version, err)
 		}
-		if cur == nil {
-			// Lost the race to create version 1; the loop above reports who won.
-			cur = nil
+		if opts.noRebase && cur != nil {
+			return nil, fmt.Errorf("%w: version %d was committed concurrently with this conditional %s",
+				ErrConflict, m.Version, op.name())
 		}
 		if attempt >= opts.attempts {
 			return nil, fmt.Errorf("%w: gave up after %d attempts", ErrConflict, attempt)

@@ -678,3 +678,33 @@ func TestCompactionCarriesConcurrentDeletes(t *testing.T) {
 	}
 	sameRows(t, "LanceDB reading the compaction", ldb, want)
 }
+
+// TestLanceDBReadsAHistoryStartingPastOne: a dataset created at version 1000 (a store
+// re-created where another was deleted) opens in LanceDB at that version, takes appends
+// from it and from lancectx, and both read the same rows.
+func TestLanceDBReadsAHistoryStartingPastOne(t *testing.T) {
+	ctx := context.Background()
+	o := oracle.New(t)
+	path := filepath.Join(t.TempDir(), "late.lance")
+	ds, err := lance.Write(ctx, path, batchOf(t, rolloutRows(1, 0, 30)), lance.WriteOptions{FirstVersion: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := o.Version(path); err != nil || v != 1000 {
+		t.Fatalf("LanceDB latest version %d (%v), want 1000", v, err)
+	}
+	if v, err := o.Add(path, rolloutRows(2, 30, 5)); err != nil || v != 1001 {
+		t.Fatalf("LanceDB append: version %d (%v), want 1001", v, err)
+	}
+	if ds, err = ds.Latest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err = ds.Append(ctx, batchOf(t, rolloutRows(3, 35, 5)), lance.WriteOptions{}); err != nil || ds.Version() != 1002 {
+		t.Fatalf("lancectx append: %v, %v", ds, err)
+	}
+	got, err := o.Read(path, oracle.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, "LanceDB reading version 1002", got, goRows(t, ds, ""))
+}

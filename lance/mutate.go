@@ -237,6 +237,9 @@ func (d *Dataset) MergeInsert(ctx context.Context, key string, rdr array.RecordR
 	if err := d.checkWritable(); err != nil {
 		return nil, MergeInsertResult{}, err
 	}
+	if err := opts.checkExpected(d.Version()); err != nil {
+		return nil, MergeInsertResult{}, err
+	}
 	kf := d.schema.Field(key)
 	if kf == nil {
 		return nil, MergeInsertResult{}, fmt.Errorf("lance: merge key %q is not a column", key)
@@ -328,7 +331,7 @@ func (d *Dataset) MergeInsert(ctx context.Context, key string, rdr array.RecordR
 			return nil, MergeInsertResult{}, err
 		}
 		res := MergeInsertResult{Updated: dres.RowsDeleted, Inserted: int64(len(last)) - dres.RowsDeleted}
-		next, err := commit(ctx, cur.store, cur, &updateOp{deleteOp: *del, added: added}, commitOptions{properties: opts.Properties})
+		next, err := commit(ctx, cur.store, cur, &updateOp{deleteOp: *del, added: added}, opts.commitOptions())
 		if err == nil {
 			next.uri = d.uri
 			return next, res, nil

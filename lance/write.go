@@ -62,6 +62,30 @@ type WriteOptions struct {
 	Config map[string]string
 	// Properties are recorded in the transaction (transaction_properties).
 	Properties map[string]string
+	// ExpectVersion, when non-zero, makes the write a compare-and-swap on that version:
+	// the dataset's latest version must be ExpectVersion and the write lands as the next
+	// one, or it fails with ErrConflict having committed nothing (its data files are
+	// left for cleanup). Writers that rebuild their whole content from what they read
+	// (a stats round, an upsert carrying counters over) use it instead of a rebase.
+	ExpectVersion uint64
+	// FirstVersion is the version number a dataset created by this write starts at
+	// (default 1). A dataset created where another one was deleted starts past every
+	// version the deleted one reached: a late commit of an old writer then lands below
+	// the new history, where no reader looks, instead of on top of it.
+	FirstVersion uint64
+}
+
+// commitOptions are the commit settings a write asks for.
+func (o WriteOptions) commitOptions() commitOptions {
+	return commitOptions{properties: o.Properties, noRebase: o.ExpectVersion != 0, firstVersion: o.FirstVersion}
+}
+
+// checkExpected fails with ErrConflict when ExpectVersion is set and v is not it.
+func (o WriteOptions) checkExpected(v uint64) error {
+	if o.ExpectVersion != 0 && v != o.ExpectVersion {
+		return fmt.Errorf("%w: the latest version is %d, the write expected %d", ErrConflict, v, o.ExpectVersion)
+	}
+	return nil
 }
 
 func (o *WriteOptions) defaults() {
@@ -101,6 +125,14 @@ func WriteStore(ctx context.Context, st objstore.Store, rdr array.RecordReader, 
 	case opts.Mode == ModeCreate:
 		return nil, fmt.Errorf("%w: version %d exists", ErrDatasetExists, existing.Version())
 	}
+	if opts.ExpectVersion != 0 {
+		if existing == nil {
+			return nil, fmt.Errorf("%w: the dataset does not exist, the write expected version %d", ErrConflict, opts.ExpectVersion)
+		}
+		if err := opts.checkExpected(existing.Version()); err != nil {
+			return nil, err
+		}
+	}
 	if existing != nil && opts.Mode == ModeAppend {
 		return existing.Append(ctx, rdr, opts)
 	}
@@ -114,7 +146,7 @@ func WriteStore(ctx context.Context, st objstore.Store, rdr array.RecordReader, 
 	}
 	fields, meta := sch.ToProto()
 	op := &overwriteOp{fragments: frags, fields: fields, schemaMeta: meta, configUpserts: opts.Config, storage: DataStorageVersion}
-	return commit(ctx, st, existing, op, commitOptions{properties: opts.Properties})
+	return commit(ctx, st, existing, op, opts.commitOptions())
 }
 
 // Append adds the batches of rdr as new fragments. Columns are matched by name; table
@@ -124,6 +156,9 @@ func (d *Dataset) Append(ctx context.Context, rdr array.RecordReader, opts Write
 	if err := d.checkWritable(); err != nil {
 		return nil, err
 	}
+	if err := opts.checkExpected(d.Version()); err != nil {
+		return nil, err
+	}
 	frags, err := writeFragments(ctx, d.store, d.schema, rdr, opts)
 	if err != nil {
 		return nil, err
@@ -131,7 +166,7 @@ func (d *Dataset) Append(ctx context.Context, rdr array.RecordReader, opts Write
 	if len(frags) == 0 {
 		return d, nil
 	}
-	ds, err := commit(ctx, d.store, d, &appendOp{fragments: frags}, commitOptions{properties: opts.Properties})
+	ds, err := commit(ctx, d.store, d, &appendOp{fragments: frags}, opts.commitOptions())
 	return d.withURI(ds, err)
 }
 
