@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -948,6 +949,9 @@ type PendingStats struct {
 	Shards int `json:"shards"`
 	// PerShard pending generations.
 	PerShard map[string]int `json:"per_shard"`
+	// Oldest is when the oldest pending generation was sealed (zero: none pending): the
+	// age trigger of merges reads it.
+	Oldest time.Time `json:"oldest,omitzero"`
 	// Base is the base version the watermarks were read from.
 	Base *lance.Dataset `json:"-"`
 }
@@ -976,6 +980,9 @@ func PendingGenerations(ctx context.Context, st objstore.Store) (PendingStats, e
 				n++
 				ps.Rows += g.Rows
 				ps.Bytes += g.Bytes
+				if ps.Oldest.IsZero() || g.SealedAt.Before(ps.Oldest) {
+					ps.Oldest = g.SealedAt
+				}
 			}
 		}
 		ps.PerShard[shard] = n
