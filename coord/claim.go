@@ -534,6 +534,13 @@ func (cl *Claim) Complete(ctx context.Context, detail string) error {
 	return cl.finish(ctx, StateDone, truncate(detail, maxErrorLen), "")
 }
 
+// Skip records that the task found nothing to act on (reason says why, e.g. its
+// target was deleted): a terminal state that is no failure (no cooldown) and lets
+// dependents run. Like Complete it returns ErrClaimLost if the claim is no longer ours.
+func (cl *Claim) Skip(ctx context.Context, reason string) error {
+	return cl.finish(ctx, StateSkipped, truncate(reason, maxErrorLen), "")
+}
+
 // Fail records the task failed with cause, releases it, counts the failure toward
 // the cooldown of its kind and target, and fails the tasks that depend on it. Like
 // Complete it returns ErrClaimLost if the claim is no longer ours.

@@ -182,7 +182,7 @@ func (q *Queue) applyResolution(ctx context.Context, t Task, mod int64, deps [][
 			failedDep, why = d, dt.Error
 			break
 		}
-		if dt.State != StateDone {
+		if !dt.State.satisfies() {
 			allDone = false
 		}
 	}

@@ -17,16 +17,23 @@ import (
 type State string
 
 // Task states. A queued task whose dependencies have not all finished has Waiting
-// set; it becomes claimable once they are all done and fails if one fails.
+// set; it becomes claimable once they are all done (or skipped) and fails if one fails.
 const (
 	StateQueued  State = "queued"
 	StateRunning State = "running"
 	StateDone    State = "done"
 	StateFailed  State = "failed"
+	// StateSkipped: the executor found nothing to act on (e.g. the target was deleted);
+	// Detail says why. It is no failure: it counts toward no cooldown, and dependents
+	// run (and decide for themselves).
+	StateSkipped State = "skipped"
 )
 
-// Terminal reports whether the state is final (done or failed).
-func (s State) Terminal() bool { return s == StateDone || s == StateFailed }
+// Terminal reports whether the state is final (done, failed or skipped).
+func (s State) Terminal() bool { return s == StateDone || s == StateFailed || s == StateSkipped }
+
+// satisfies reports whether a dependency in this state lets its dependents run.
+func (s State) satisfies() bool { return s == StateDone || s == StateSkipped }
 
 // Task is the record stored as JSON at P/tasks/<id>. Executions are at least once:
 // a task whose executor vanished is run again, so executors must be idempotent.

@@ -324,3 +324,10 @@ func CountVersions(ctx context.Context, st objstore.Reader) (int, error) {
 	refs, err := listManifests(ctx, st)
 	return len(refs), err
 }
+
+// LatestVersion returns the newest committed version of the dataset at st from the
+// listing alone (no manifest is read), or ErrDatasetNotFound.
+func LatestVersion(ctx context.Context, st objstore.Reader) (uint64, error) {
+	_, v, err := latestManifestKey(ctx, st)
+	return v, err
+}

@@ -94,6 +94,9 @@ type FilesCommit struct {
 	// lands on: a key whose value differs (missing counts as "") fails the commit with
 	// ErrConflict. It makes "advance a watermark from X to Y" a compare-and-swap.
 	Expect map[string]string
+	// ExpectConfig is the same precondition on table config keys (e.g. an identity the
+	// dataset was created with).
+	ExpectConfig map[string]string
 	// Properties are recorded in the transaction.
 	Properties map[string]string
 }
@@ -124,7 +127,7 @@ func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, err
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	op := &filesOp{expect: c.Expect, meta: c.TableMetadata}
+	op := &filesOp{expect: c.Expect, expectConfig: c.ExpectConfig, meta: c.TableMetadata}
 	for _, id := range ids {
 		frag, ok := byID[id]
 		if !ok {
@@ -168,8 +171,9 @@ func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, err
 // metadata precondition.
 type filesOp struct {
 	updateOp
-	expect map[string]string
-	meta   map[string]string
+	expect       map[string]string
+	expectConfig map[string]string
+	meta         map[string]string
 }
 
 func (o *filesOp) apply(ctx context.Context, st objstore.Store, base *manifestFile) (*manifestFile, error) {
@@ -177,6 +181,12 @@ func (o *filesOp) apply(ctx context.Context, st objstore.Store, base *manifestFi
 	for k, v := range o.expect {
 		if have[k] != v {
 			return nil, fmt.Errorf("%w: %s is %q, expected %q", ErrPrecondition, k, have[k], v)
+		}
+	}
+	config := base.Manifest.GetConfig()
+	for k, v := range o.expectConfig {
+		if config[k] != v {
+			return nil, fmt.Errorf("%w: config %s is %q, expected %q", ErrPrecondition, k, config[k], v)
 		}
 	}
 	next, err := o.updateOp.apply(ctx, st, base)

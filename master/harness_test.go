@@ -214,7 +214,8 @@ func createExperiment(t testing.TB, data objstore.Store, name string, fragments,
 	t.Helper()
 	ctx := context.Background()
 	reg := registry.New(data, "rollout")
-	if _, err := reg.Create(ctx, name, time.Now()); err != nil {
+	entry, err := reg.Create(ctx, name, time.Now())
+	if err != nil {
 		t.Fatalf("register %s: %v", name, err)
 	}
 	st := objstore.Prefixed(data, reg.DatasetDir(name))
@@ -223,7 +224,9 @@ func createExperiment(t testing.TB, data objstore.Store, name string, fragments,
 		rdr := reader(rec)
 		var err error
 		if f == 0 {
-			_, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
+			// As the worker creates a store: the table carries its incarnation.
+			_, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate,
+				Config: map[string]string{wal.IncarnationKey: entry.Incarnation}, FirstVersion: entry.FirstVersion})
 		} else {
 			_, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeAppend})
 		}
@@ -240,9 +243,14 @@ func createExperiment(t testing.TB, data objstore.Store, name string, fragments,
 func addGenerations(t testing.TB, data objstore.Store, name, workerID string, n, rowsPer int) {
 	t.Helper()
 	ctx := context.Background()
-	st := objstore.Prefixed(data, registry.New(data, "rollout").DatasetDir(name))
-	sh, err := wal.Open(ctx, wal.Options{Store: st, WorkerID: workerID, KeyColumn: "id", SealInterval: time.Hour,
-		MaxPendingGenerations: 100000, Logger: testLogger()})
+	reg := registry.New(data, "rollout")
+	entry, err := reg.Get(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := objstore.Prefixed(data, reg.DatasetDir(name))
+	sh, err := wal.Open(ctx, wal.Options{Store: st, WorkerID: workerID, Incarnation: entry.Incarnation, KeyColumn: "id",
+		SealInterval: time.Hour, MaxPendingGenerations: 100000, Logger: testLogger()})
 	if err != nil {
 		t.Fatalf("open shard of %s: %v", name, err)
 	}

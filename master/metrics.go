@@ -22,6 +22,7 @@ type metrics struct {
 	sweepTasks        *prometheus.CounterVec
 	mergeSweepDeduped prometheus.Gauge
 	generationsMerged prometheus.Counter
+	mergeLockBusy     prometheus.Counter
 	compactionPhase   *prometheus.HistogramVec
 	statsRefresh      *prometheus.CounterVec
 	statsRefreshWait  prometheus.Histogram
@@ -39,7 +40,7 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_task_enqueued_total",
 			Help: "Tasks enqueued by this master, by kind and result (created, or deduplicated against a queued or running task)."}, []string{"kind", "result"}),
 		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_tasks_total",
-			Help: "Tasks executed by this master, by kind and result (success, failed: includes deadline overruns, lost claims and interruptions)."}, []string{"kind", "result"}),
+			Help: "Tasks executed by this master, by kind and result (success; skipped: nothing to act on, e.g. the store was deleted; failed: includes deadline overruns, lost claims and interruptions)."}, []string{"kind", "result"}),
 		taskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_task_duration_seconds",
 			Help: "Execution time of tasks on this master, by kind.", Buckets: jobBuckets}, []string{"kind"}),
 		scheduleToBind: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_task_schedule_to_bind_seconds",
@@ -55,6 +56,8 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 			Help: "Candidates of the last merge-WAL sweep that already had a queued or running merge task."}),
 		generationsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_merge_wal_generations_reclaimed_total",
 			Help: "WAL generations merged into base tables by merge_wal tasks on this master."}),
+		mergeLockBusy: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_merge_wal_lock_busy_total",
+			Help: "merge_wal tasks that left the dataset to another merger (a worker) holding its merge lock."}),
 		compactionPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_compaction_phase_duration_seconds",
 			Help:    "Phases of compact tasks: compact (rewrite and commit) and stats_refresh (bounded by STATS_WRITER_WAIT_MS plus one observation).",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 600}}, []string{"phase"}),
@@ -77,7 +80,7 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 		for _, r := range []string{"created", "deduplicated"} {
 			x.enqueued.WithLabelValues(k, r)
 		}
-		for _, r := range []string{"success", "failed"} {
+		for _, r := range []string{"success", "skipped", "failed"} {
 			x.tasks.WithLabelValues(k, r)
 		}
 		x.taskDuration.WithLabelValues(k)
@@ -93,7 +96,7 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(x.isLeader, x.enqueued, x.tasks, x.taskDuration, x.scheduleToBind, x.queueDepth, x.poolInUse,
-			x.sweepTasks, x.mergeSweepDeduped, x.generationsMerged, x.compactionPhase, x.statsRefresh, x.statsRefreshWait,
+			x.sweepTasks, x.mergeSweepDeduped, x.generationsMerged, x.mergeLockBusy, x.compactionPhase, x.statsRefresh, x.statsRefreshWait,
 			x.cleanupObjects, x.servedStale, x.httpRequests, x.httpDuration)
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "master_stats_snapshot_age_seconds",
 			Help: "Age of the newest observation in this master's stats snapshot (what GET /api/v1/experiments serves)."},

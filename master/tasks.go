@@ -13,6 +13,7 @@ import (
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/registry"
 	"github.com/lancectx/lancectx/rollout"
 	"github.com/lancectx/lancectx/wal"
 )
@@ -29,6 +30,9 @@ const (
 	// StatsTarget is the target of stats_maintenance tasks.
 	StatsTarget = "_stats"
 )
+
+// registryKind is the registry kind of the stores the master maintains.
+const registryKind = "rollout"
 
 // taskKinds are the kinds every executor claims.
 var taskKinds = []string{KindMergeWAL, KindCompact, KindCleanup, KindStatsMaintenance}
@@ -120,8 +124,9 @@ type TaskReport struct {
 	Master           string
 	Start            time.Time
 	Duration         time.Duration
-	// Outcome is "done", "failed", "deadline", "claim_lost" or "interrupted" (the
-	// master stopped; the queue's recovery requeues the task).
+	// Outcome is "done", "skipped" (nothing to act on: the store was deleted), "failed",
+	// "deadline", "claim_lost" or "interrupted" (the master stopped; the queue's
+	// recovery requeues the task).
 	Outcome string
 	Detail  string
 	Err     error
@@ -196,7 +201,16 @@ func (m *Master) execute(ctx context.Context, cl *coord.Claim) {
 	m.met.taskDuration.WithLabelValues(t.Kind).Observe(rep.Duration.Seconds())
 	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer fcancel()
+	var skip *skipError
 	switch {
+	case errors.As(err, &skip):
+		rep.Outcome, rep.Detail = "skipped", skip.reason
+		if ferr := cl.Skip(fctx, skip.reason); ferr != nil {
+			rep.Outcome, rep.Err = "claim_lost", ferr
+			log.Warn("task skipped but its record was refused", "err", ferr, "reason", skip.reason)
+		} else {
+			log.Info("task skipped", "reason", skip.reason, "seconds", rep.Duration.Seconds())
+		}
 	case err == nil:
 		rep.Outcome, rep.Detail = "done", detail
 		if ferr := cl.Complete(fctx, detail); ferr != nil {
@@ -222,7 +236,11 @@ func (m *Master) execute(ctx context.Context, cl *coord.Claim) {
 		m.failTask(fctx, cl, err, log)
 	}
 	result := "success"
-	if rep.Outcome != "done" {
+	switch rep.Outcome {
+	case "done":
+	case "skipped":
+		result = "skipped"
+	default:
 		result = "failed"
 	}
 	m.met.tasks.WithLabelValues(t.Kind, result).Inc()
@@ -286,15 +304,43 @@ func (m *Master) heartbeat(ctx context.Context, cl *coord.Claim, done chan<- str
 	}
 }
 
+// skipError ends a task as skipped (coord.StateSkipped): there was nothing to act on,
+// e.g. its store was deleted. It is no failure: no cooldown, and dependents run.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skipped: " + e.reason }
+
+func skipf(format string, args ...any) error { return &skipError{reason: fmt.Sprintf(format, args...)} }
+
 // runTask dispatches one task. Every handler is idempotent (execution is at least once).
+// A store task whose store is not registered is skipped, and so is one that failed
+// because its store was deleted (or deleted and created again) while it ran.
 func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (string, error) {
 	switch t.Kind {
-	case KindMergeWAL:
-		return m.runMergeWAL(ctx, t.Target)
-	case KindCompact:
-		return m.runCompact(ctx, t.Target, rep)
-	case KindCleanup:
-		return m.runCleanup(ctx, t.Target)
+	case KindMergeWAL, KindCompact, KindCleanup:
+		entry, err := m.registry.Get(ctx, t.Target)
+		if errors.Is(err, registry.ErrNotFound) {
+			return "", skipf("store %q does not exist (deleted)", t.Target)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", t.Kind, t.Target, err)
+		}
+		var detail string
+		switch t.Kind {
+		case KindMergeWAL:
+			detail, err = m.runMergeWAL(ctx, entry)
+		case KindCompact:
+			detail, err = m.runCompact(ctx, t.Target, rep)
+		default:
+			detail, err = m.runCleanup(ctx, t.Target)
+		}
+		var skip *skipError
+		if err != nil && !errors.As(err, &skip) {
+			if why := m.storeChanged(entry); why != "" {
+				return detail, skipf("%s while the task ran (%v)", why, err)
+			}
+		}
+		return detail, err
 	case KindStatsMaintenance:
 		res, err := m.maint.Run(ctx, StatsMaintenanceOptions{HistoryTTL: m.set.StatsHistoryTTL,
 			MaxObjects: m.set.StatsMaintenanceMaxObjects, Timeout: m.set.MaintenanceTimeout})
@@ -311,14 +357,55 @@ func (m *Master) datasetStore(name string) objstore.Store {
 	return objstore.Prefixed(m.data, m.registry.DatasetDir(name))
 }
 
+// storeChanged says whether the store of entry was deleted or re-created since entry
+// was read ("" if neither, or if the registry cannot tell now).
+func (m *Master) storeChanged(entry registry.Entry) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now, err := m.registry.Get(ctx, entry.Name)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		return fmt.Sprintf("store %q was deleted", entry.Name)
+	case err == nil && now.Incarnation != entry.Incarnation:
+		return fmt.Sprintf("store %q was deleted and created again", entry.Name)
+	}
+	return ""
+}
+
 // runMergeWAL merges the sealed generations of every shard of the dataset into the
 // base table (wal.MergeShard: exactly once, safe while each shard's owner appends),
-// a bounded number of passes per shard. No rows pass through the master.
-func (m *Master) runMergeWAL(ctx context.Context, target string) (string, error) {
+// a bounded number of passes per shard. No rows pass through the master. It holds the
+// dataset's merge lock (coord.MergeLockName), taken with a single try: when a worker is
+// merging the dataset already, this task leaves it to that merge rather than contend
+// for the same base commits.
+func (m *Master) runMergeWAL(ctx context.Context, entry registry.Entry) (string, error) {
+	target := entry.Name
+	lock, err := m.coord.TryLock(ctx, coord.MergeLockName(registryKind, target), 0)
+	if errors.Is(err, coord.ErrLocked) {
+		m.met.mergeLockBusy.Inc()
+		return "not merged: another merge of the dataset is running", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("merge_wal %s: take the merge lock: %w", target, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = lock.Unlock(uctx)
+	}()
+	// Losing the lock (a lease lost in a pause) stops the merge: another merger may
+	// have it now. The watermark compare-and-swap keeps a merge exactly-once anyway.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(lock.Ctx(), stop)()
 	st := m.datasetStore(target)
 	p, err := wal.PendingGenerations(ctx, st)
 	if err != nil {
 		return "", fmt.Errorf("merge_wal %s: %w", target, err)
+	}
+	if inc := wal.Incarnation(p.Base); inc != entry.Incarnation {
+		return "", skipf("store %q is being deleted or re-created (its base table is incarnation %q, the registry says %q)",
+			target, inc, entry.Incarnation)
 	}
 	shards := make([]string, 0, len(p.PerShard))
 	for id, n := range p.PerShard {
@@ -333,9 +420,13 @@ func (m *Master) runMergeWAL(ctx context.Context, target string) (string, error)
 	var errs []error
 	for _, shard := range shards {
 		for pass := 0; pass < m.set.MergeMaxPasses; pass++ {
-			r, err := wal.MergeShard(ctx, st, shard, rollout.KeyColumn, opts, m.walMet, m.log.With("store", target))
+			r, err := wal.MergeShard(ctx, wal.MergeTarget{Store: st, Shard: shard, KeyColumn: rollout.KeyColumn, Incarnation: entry.Incarnation},
+				opts, m.walMet, m.log.With("store", target))
 			merged += r.Generations
 			rows += r.Rows
+			if errors.Is(err, wal.ErrIncarnation) {
+				return "", skipf("store %q was deleted or re-created during the merge: %v", target, err)
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("shard %s: %w", shard, err))
 				break

@@ -6,6 +6,17 @@
 // etcd holds coordination state only — losing etcd must not lose the list of datasets.
 // Objects are durable with the data, listable in pages, and a create race has exactly one
 // winner.
+//
+// # Incarnations
+//
+// A name can be deleted and created again. Each creation is an incarnation with an id of
+// its own, kept in the entry and in the base table's config (wal.IncarnationKey); everything
+// that writes into a store (WAL shards, merges) records the incarnation it writes for and
+// checks it, so a process still holding the deleted store can never write into the new
+// one. Delete leaves a tombstone with the first version the next incarnation may use:
+// the new base table starts past every version the deleted one reached, so a late commit
+// of an old handle lands below the new history, where no reader looks, and lance refuses
+// the rebase (see lance.WriteOptions.FirstVersion and lance.ErrDatasetReplaced).
 package registry
 
 import (
@@ -17,8 +28,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 )
+
+// VersionGap is how far past the deleted store's last version a re-created store's base
+// table starts. A writer still holding the old store can commit a few versions after the
+// delete read the last one (each needs files the delete removes, so it stops soon); the
+// gap is far larger than any such run.
+const VersionGap = 1 << 20
 
 // Errors callers branch on.
 var (
@@ -28,10 +48,26 @@ var (
 
 // Entry describes one store.
 type Entry struct {
-	Name      string    `json:"name"`
-	Kind      string    `json:"kind"`
-	Dataset   string    `json:"dataset"` // dataset directory relative to the data dir
-	CreatedAt time.Time `json:"created_at"`
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Dataset string `json:"dataset"` // dataset directory relative to the data dir
+	// Incarnation identifies this creation of the store (empty for stores created before
+	// incarnations existed; they behave as one incarnation named "").
+	Incarnation string `json:"incarnation,omitempty"`
+	// FirstVersion is the version the base table is created at: 1 for a name never used,
+	// past the deleted incarnation's history otherwise.
+	FirstVersion uint64    `json:"first_version,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Tombstone remembers a deleted incarnation of a name.
+type Tombstone struct {
+	Name        string `json:"name"`
+	Kind        string `json:"kind"`
+	Incarnation string `json:"incarnation,omitempty"`
+	// NextVersion is the version a new incarnation's base table starts at.
+	NextVersion uint64    `json:"next_version"`
+	DeletedAt   time.Time `json:"deleted_at"`
 }
 
 // Registry is the set of stores of one kind (e.g. "rollout"). Safe for concurrent use.
@@ -50,10 +86,28 @@ func (r *Registry) prefix() string { return "_registry/" + r.kind + "/" }
 
 func (r *Registry) key(name string) string { return r.prefix() + name + ".json" }
 
-// Create records a new store. Exactly one of concurrent creators of a name succeeds; the
-// others get ErrExists.
+// tombKey is outside the entries' listing (a "folder" Names does not descend into; names
+// cannot contain '/').
+func (r *Registry) tombKey(name string) string { return r.prefix() + "_deleted/" + name + ".json" }
+
+// Create records a new incarnation of a store. Exactly one of concurrent creators of a
+// name succeeds; the others get ErrExists. The entry's FirstVersion continues past a
+// deleted predecessor's history (see Tombstone).
 func (r *Registry) Create(ctx context.Context, name string, now time.Time) (Entry, error) {
-	e := Entry{Name: name, Kind: r.kind, Dataset: r.DatasetDir(name), CreatedAt: now.UTC()}
+	first := uint64(1)
+	t, ok, err := r.Tombstone(ctx, name)
+	if err != nil {
+		return Entry{}, err
+	}
+	if ok {
+		first = max(t.NextVersion, 1)
+	}
+	inc, err := uuid.NewV7()
+	if err != nil {
+		return Entry{}, fmt.Errorf("registry: new incarnation id: %w", err)
+	}
+	e := Entry{Name: name, Kind: r.kind, Dataset: r.DatasetDir(name), Incarnation: inc.String(), FirstVersion: first,
+		CreatedAt: now.UTC()}
 	body, err := json.Marshal(e)
 	if err != nil {
 		return Entry{}, err
@@ -99,12 +153,64 @@ func (r *Registry) Names(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Delete removes the store's dataset (every object under its directory), then its entry.
-// The entry goes last, so a delete interrupted half-way is retried by deleting again.
+// Tombstone returns what the registry remembers of the last deleted incarnation of name
+// (ok false: none).
+func (r *Registry) Tombstone(ctx context.Context, name string) (Tombstone, bool, error) {
+	buf, err := objstore.ReadAll(ctx, r.st, r.tombKey(name))
+	if errors.Is(err, objstore.ErrNotFound) {
+		return Tombstone{}, false, nil
+	}
+	if err != nil {
+		return Tombstone{}, false, fmt.Errorf("registry: get tombstone of %s: %w", name, err)
+	}
+	var t Tombstone
+	if err := json.Unmarshal(buf, &t); err != nil {
+		return Tombstone{}, false, fmt.Errorf("registry: decode %s: %w", r.tombKey(name), err)
+	}
+	return t, true, nil
+}
+
+// Delete records a tombstone, removes the store's dataset (every object under its
+// directory), then removes its entry. The tombstone goes first, so that a delete
+// interrupted half-way (and repeated) never forgets how far the history went; the entry
+// goes last, so the name is free for a new incarnation only once the data is gone.
 func (r *Registry) Delete(ctx context.Context, name string) error {
-	if _, err := r.Get(ctx, name); err != nil {
+	e, err := r.Get(ctx, name)
+	if err != nil {
 		return err
 	}
+	// The last version before the data goes: a writer still holding the store may commit
+	// a little past it, and the next incarnation starts far past that.
+	last, err := lance.LatestVersion(ctx, objstore.Prefixed(r.st, e.Dataset))
+	if err != nil && !errors.Is(err, lance.ErrDatasetNotFound) {
+		return fmt.Errorf("registry: read the last version of %s: %w", name, err)
+	}
+	t := Tombstone{Name: name, Kind: r.kind, Incarnation: e.Incarnation, NextVersion: max(last, e.FirstVersion) + VersionGap,
+		DeletedAt: time.Now().UTC()}
+	if old, ok, err := r.Tombstone(ctx, name); err != nil {
+		return err
+	} else if ok && old.Incarnation == e.Incarnation {
+		t.NextVersion = max(t.NextVersion, old.NextVersion) // a repeated delete: the history may be gone already
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	if err := r.st.Put(ctx, r.tombKey(name), bytes.NewReader(body)); err != nil {
+		return fmt.Errorf("registry: record the tombstone of %s: %w", name, err)
+	}
+	if err := r.Purge(ctx, name); err != nil {
+		return err
+	}
+	if err := r.st.Delete(ctx, r.key(name)); err != nil {
+		return fmt.Errorf("registry: delete entry %s: %w", name, err)
+	}
+	return nil
+}
+
+// Purge deletes every object under the store's dataset directory (not its entry): a
+// delete's data, or what a writer of a deleted incarnation left at the place after it.
+func (r *Registry) Purge(ctx context.Context, name string) error {
 	var keys []string
 	err := objstore.Walk(ctx, r.st, objstore.ListOptions{Prefix: r.DatasetDir(name) + "/"}, func(o objstore.ObjectInfo) error {
 		keys = append(keys, o.Key)
@@ -115,9 +221,6 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 	}
 	if err := objstore.DeleteAll(ctx, r.st, keys, 1000); err != nil {
 		return fmt.Errorf("registry: delete data of %s: %w", name, err)
-	}
-	if err := r.st.Delete(ctx, r.key(name)); err != nil {
-		return fmt.Errorf("registry: delete entry %s: %w", name, err)
 	}
 	return nil
 }

@@ -92,6 +92,9 @@ func genPath(gen, epoch uint64) string {
 type Manifest struct {
 	Shard   string `json:"shard"`
 	Version uint64 `json:"version"`
+	// Incarnation is the dataset incarnation the shard writes for (see IncarnationKey);
+	// a manifest of another incarnation is never read into a snapshot or merged.
+	Incarnation string `json:"incarnation,omitempty"`
 	// Epoch is the writer epoch; opening a shard for writing bumps it, which fences the
 	// previous writer.
 	Epoch uint64 `json:"epoch"`
@@ -218,6 +221,9 @@ var errNoChange = errors.New("wal: manifest already up to date")
 type manifestUpdate struct {
 	shard  string
 	writer string
+	// incarnation the manifest must belong to (set on create): another one fails the
+	// update with ErrIncarnation.
+	incarnation string
 	// epoch, when non-zero, is the writer epoch the update requires: a manifest with
 	// another epoch fences the caller (ErrFenced). Zero: any epoch (merge drops).
 	epoch uint64
@@ -241,12 +247,16 @@ func updateManifest(ctx context.Context, st objstore.Store, u manifestUpdate) (*
 			return cur, nil // an earlier attempt that reported failure did land
 		}
 		if cur == nil && !u.create {
-			return nil, fmt.Errorf("wal: shard %s has no manifest", u.shard)
+			return nil, fmt.Errorf("%w: shard %s has no manifest (the dataset was deleted?)", ErrIncarnation, u.shard)
+		}
+		if cur != nil && cur.Incarnation != u.incarnation {
+			return nil, fmt.Errorf("%w: shard %s writes for incarnation %q, this update is for %q", ErrIncarnation, u.shard,
+				cur.Incarnation, u.incarnation)
 		}
 		if cur != nil && u.epoch != 0 && cur.Epoch != u.epoch {
 			return nil, fmt.Errorf("%w: shard %s is at epoch %d, this writer holds %d", ErrFenced, u.shard, cur.Epoch, u.epoch)
 		}
-		next := &Manifest{Shard: u.shard, NextSeq: 1, NextGen: 1}
+		next := &Manifest{Shard: u.shard, Incarnation: u.incarnation, NextSeq: 1, NextGen: 1}
 		if cur != nil {
 			next = cur.clone()
 		}
@@ -367,4 +377,25 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Unreplayed reports whether shard holds WAL entries that no generation covers yet
+// (acknowledged rows of a writer that stopped without sealing them): then the shard's
+// owner must open it, which replays and seals them, for those rows to be read. It costs
+// a listing and a manifest read, and a listing of the entries after what was sealed.
+func Unreplayed(ctx context.Context, st objstore.Reader, shard string) (bool, error) {
+	m, err := readLatestManifest(ctx, st, shard)
+	if err != nil || m == nil {
+		return false, err
+	}
+	page, err := st.List(ctx, objstore.ListOptions{Prefix: entriesDir(shard), StartAfter: entryKey(shard, m.SealedThroughSeq), MaxKeys: 1})
+	if err != nil {
+		return false, fmt.Errorf("wal: list entries of shard %s: %w", shard, err)
+	}
+	for _, o := range page.Objects {
+		if seq, ok := parseEntryKey(shard, o.Key); ok && seq > m.SealedThroughSeq {
+			return true, nil
+		}
+	}
+	return false, nil
 }

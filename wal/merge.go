@@ -79,7 +79,10 @@ func (s *Shard) Merge(ctx context.Context, opts MergeOptions) (MergeResult, erro
 		return MergeResult{}, ctx.Err()
 	}
 	defer func() { <-s.merging }()
-	env := &mergeEnv{st: s.st, shard: s.id, keyColumn: s.opts.KeyColumn, writer: s.opts.WorkerID,
+	if s.stale.Load() {
+		return MergeResult{}, ErrIncarnation
+	}
+	env := &mergeEnv{st: s.st, shard: s.id, keyColumn: s.opts.KeyColumn, incarnation: s.opts.Incarnation, writer: s.opts.WorkerID,
 		log: s.log, met: s.met, hook: s.runHook}
 	res, err := env.run(ctx, opts)
 	if env.base != nil {
@@ -88,6 +91,9 @@ func (s *Shard) Merge(ctx context.Context, opts MergeOptions) (MergeResult, erro
 	if env.manifest != nil {
 		s.setManifest(env.manifest)
 		s.localPending.Store(int64(res.Pending))
+	}
+	if errors.Is(err, ErrIncarnation) {
+		s.markStale(err.Error())
 	}
 	if err != nil {
 		n := s.mergeFailures.Add(1)
@@ -107,26 +113,39 @@ func (s *Shard) Merge(ctx context.Context, opts MergeOptions) (MergeResult, erro
 // generation is merged exactly once however merges crash or race; then the shard
 // manifest drops the merged generations. It is safe to run while the shard's owner
 // appends and seals (the drop is a relative update that never changes the epoch).
-func MergeShard(ctx context.Context, st objstore.Store, shard, keyColumn string, opts MergeOptions, met *Metrics, log *slog.Logger) (MergeResult, error) {
+func MergeShard(ctx context.Context, t MergeTarget, opts MergeOptions, met *Metrics, log *slog.Logger) (MergeResult, error) {
 	if met == nil {
 		met = NewMetrics(nil)
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	env := &mergeEnv{st: st, shard: shard, keyColumn: keyColumn, log: log, met: met}
+	env := &mergeEnv{st: t.Store, shard: t.Shard, keyColumn: t.KeyColumn, incarnation: t.Incarnation, log: log, met: met}
 	return env.run(ctx, opts)
+}
+
+// MergeTarget names the shard of a dataset that MergeShard merges.
+type MergeTarget struct {
+	// Store is rooted at the dataset directory.
+	Store     objstore.Store
+	Shard     string
+	KeyColumn string
+	// Incarnation is the dataset incarnation the merge is for (see IncarnationKey): a
+	// base table of another one fails the merge with ErrIncarnation, a shard manifest of
+	// another one is left alone, and the commit only lands on this incarnation.
+	Incarnation string
 }
 
 // mergeEnv is one merge pass.
 type mergeEnv struct {
-	st        objstore.Store
-	shard     string
-	keyColumn string
-	writer    string
-	log       *slog.Logger
-	met       *Metrics
-	hook      func(step string) error
+	st          objstore.Store
+	shard       string
+	keyColumn   string
+	incarnation string
+	writer      string
+	log         *slog.Logger
+	met         *Metrics
+	hook        func(step string) error
 	// results for the caller
 	base     *lance.Dataset
 	manifest *Manifest
@@ -174,8 +193,14 @@ func (e *mergeEnv) pass(ctx context.Context, opts MergeOptions, res *MergeResult
 			return fmt.Errorf("wal: merge of shard %s: the watermark kept moving (a concurrent merger)", e.shard)
 		}
 		base, err := lance.OpenStore(ctx, e.st)
+		if errors.Is(err, lance.ErrDatasetNotFound) {
+			return fmt.Errorf("%w: %v", ErrIncarnation, err)
+		}
 		if err != nil {
 			return fmt.Errorf("wal: merge: open base: %w", err)
+		}
+		if inc := Incarnation(base); inc != e.incarnation {
+			return fmt.Errorf("%w: the base table is incarnation %q, the merge is for %q", ErrIncarnation, inc, e.incarnation)
 		}
 		e.base = base
 		kf := base.Schema().Field(e.keyColumn)
@@ -194,6 +219,9 @@ func (e *mergeEnv) pass(ctx context.Context, opts MergeOptions, res *MergeResult
 		m, err := readLatestManifest(ctx, e.st, e.shard)
 		if err != nil || m == nil {
 			return err
+		}
+		if m.Incarnation != e.incarnation {
+			return nil // a shard of a deleted incarnation: nothing of it belongs here
 		}
 		e.manifest = m
 		if m.pendingAbove(w) != len(m.Generations) {
@@ -223,6 +251,7 @@ func (e *mergeEnv) pass(ctx context.Context, opts MergeOptions, res *MergeResult
 		for _, part := range parts {
 			next, dups, err := e.commitPart(ctx, base, w, part, located, want, keyOf)
 			if errors.Is(err, lance.ErrPrecondition) {
+				e.met.mergeRetries.Inc()
 				e.log.Info("wal: merge watermark moved under us; starting over", "err", err)
 				break // restart from the new watermark
 			}
@@ -252,7 +281,10 @@ func (e *mergeEnv) pass(ctx context.Context, opts MergeOptions, res *MergeResult
 		}
 		if fixups != nil && w == cands[len(cands)-1].Gen {
 			next, err := base.CommitFiles(ctx, lance.FilesCommit{Delete: fixups, Expect: map[string]string{WatermarkKey(e.shard): formatWatermark(w)},
-				Properties: map[string]string{"lancectx.operation": "wal-merge-dedup"}})
+				ExpectConfig: e.expectConfig(), Properties: map[string]string{"lancectx.operation": "wal-merge-dedup"}})
+			if errors.Is(err, lance.ErrDatasetReplaced) {
+				return fmt.Errorf("%w: %v", ErrIncarnation, err)
+			}
 			if err != nil {
 				return fmt.Errorf("wal: merge: hide duplicates inside generations: %w", err)
 			}
@@ -442,11 +474,20 @@ func (e *mergeEnv) commitPart(ctx context.Context, base *lance.Dataset, w uint64
 			Delete:        del,
 			TableMetadata: map[string]string{WatermarkKey(e.shard): formatWatermark(last)},
 			Expect:        map[string]string{WatermarkKey(e.shard): formatWatermark(w)},
+			ExpectConfig:  e.expectConfig(),
 			Properties:    map[string]string{"lancectx.operation": "wal-merge", "lancectx.wal.shard": e.shard},
 		})
 		if err == nil {
 			e.met.mergeDuration.WithLabelValues("commit").Observe(time.Since(t).Seconds())
 			return next, dups, e.step("merge:committed")
+		}
+		if errors.Is(err, lance.ErrDatasetReplaced) {
+			e.unplace(files)
+			return nil, 0, fmt.Errorf("%w: %v", ErrIncarnation, err)
+		}
+		if errors.Is(err, lance.ErrPrecondition) && e.incarnationChanged(ctx) {
+			e.unplace(files)
+			return nil, 0, fmt.Errorf("%w: %v", ErrIncarnation, err)
 		}
 		if errors.Is(err, lance.ErrPrecondition) || lance.IsConflict(err) && attempt >= mergeCommitAttempts {
 			e.unplace(files) // definitely not committed
@@ -457,6 +498,7 @@ func (e *mergeEnv) commitPart(ctx context.Context, base *lance.Dataset, w uint64
 		}
 		// Someone committed meanwhile (rows added, fragments compacted): find the keys
 		// again on the newest version.
+		e.met.mergeRetries.Inc()
 		if base, err = base.Latest(ctx); err != nil {
 			return nil, 0, err
 		}
@@ -509,6 +551,18 @@ func (e *mergeEnv) unplace(files []lance.NamedDataFile) {
 	_ = objstore.DeleteAll(ctx, e.st, keys, 0)
 }
 
+// expectConfig is the commit precondition that keeps a merge inside its incarnation.
+func (e *mergeEnv) expectConfig() map[string]string {
+	return map[string]string{IncarnationKey: e.incarnation}
+}
+
+// incarnationChanged tells whether the latest base table is of another incarnation
+// (a failed precondition may be that rather than a moved watermark).
+func (e *mergeEnv) incarnationChanged(ctx context.Context) bool {
+	ds, err := lance.OpenStore(ctx, e.st)
+	return err == nil && Incarnation(ds) != e.incarnation
+}
+
 // newFragmentIDs returns the ids of the last n fragments (the ones a commit added).
 func newFragmentIDs(ds *lance.Dataset, n int) []uint64 {
 	frags := ds.Fragments()
@@ -523,7 +577,7 @@ func newFragmentIDs(ds *lance.Dataset, n int) []uint64 {
 // table), keeping their files for the retire grace.
 func (e *mergeEnv) drop(ctx context.Context, w uint64) error {
 	t := time.Now()
-	m, err := updateManifest(ctx, e.st, manifestUpdate{shard: e.shard, writer: e.writer,
+	m, err := updateManifest(ctx, e.st, manifestUpdate{shard: e.shard, writer: e.writer, incarnation: e.incarnation,
 		edit: func(next *Manifest) error {
 			if !retire(next, w, time.Now().UTC()) {
 				return errNoChange

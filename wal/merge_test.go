@@ -531,7 +531,7 @@ func TestMergeShardOfAnotherWorker(t *testing.T) {
 	appendRows(t, s, a...)
 	flush(t, s)
 	s.abandon()
-	res, err := MergeShard(context.Background(), st, ShardIDFor("retired-worker"), "id", MergeOptions{}, nil, quietLogger())
+	res, err := MergeShard(context.Background(), MergeTarget{Store: st, Shard: ShardIDFor("retired-worker"), KeyColumn: "id"}, MergeOptions{}, nil, quietLogger())
 	if err != nil || res.Generations != 1 {
 		t.Fatalf("merge %+v %v", res, err)
 	}

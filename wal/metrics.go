@@ -30,6 +30,7 @@ type Metrics struct {
 	mergeRows         prometheus.Counter
 	mergeDuplicates   prometheus.Counter
 	mergeFailures     prometheus.Counter
+	mergeRetries      prometheus.Counter
 
 	mu     sync.Mutex
 	shards map[*Shard]struct{}
@@ -80,6 +81,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Older rows of merged keys hidden with deletion vectors."}),
 		mergeFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_merge_failures_total",
 			Help: "Merge passes that failed."}),
+		mergeRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_merge_commit_retries_total",
+			Help: "Merge commits that lost to a concurrent commit of the same base table and recomputed or restarted. Near 0 while one merger per dataset runs (the merge lock); growth means mergers contend."}),
 		shards: map[*Shard]struct{}{},
 	}
 	for _, p := range []string{"keys", "copy", "commit", "drop", "total"} {
@@ -90,7 +93,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.appendDuration, m.appendRows, m.appendBytes, m.appendErrors, m.groupAppends, m.entriesWritten,
 		m.replayedEntries, m.sealDuration, m.generationsSealed, m.sealErrors, m.flushDuration, m.pendingSample,
-		m.backpressure, m.fenced, m.mergeDuration, m.mergeGenerations, m.mergeRows, m.mergeDuplicates, m.mergeFailures)
+		m.backpressure, m.fenced, m.mergeDuration, m.mergeGenerations, m.mergeRows, m.mergeDuplicates, m.mergeFailures,
+		m.mergeRetries)
 	gauge := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}

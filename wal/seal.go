@@ -51,7 +51,7 @@ func (s *Shard) sealLoop() {
 		case <-s.sealKick:
 		case <-t.C:
 		}
-		if s.fenced.Load() {
+		if s.fenced.Load() || s.stale.Load() {
 			continue
 		}
 		s.mu.Lock()
@@ -132,6 +132,7 @@ func (s *Shard) sealOne(mt *memtable) error {
 	}
 	g := *mt.genWritten
 	m, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID, epoch: s.epoch,
+		incarnation: s.opts.Incarnation,
 		edit: func(next *Manifest) error {
 			if next.SealedThroughSeq >= g.LastSeq {
 				return errNoChange // an earlier attempt landed
@@ -148,6 +149,10 @@ func (s *Shard) sealOne(mt *memtable) error {
 		}})
 	if errors.Is(err, ErrFenced) {
 		s.fence(err.Error())
+		return err
+	}
+	if errors.Is(err, ErrIncarnation) {
+		s.markStale(err.Error())
 		return err
 	}
 	if err != nil {
@@ -169,6 +174,7 @@ func (s *Shard) sealOne(mt *memtable) error {
 	s.localPending.Store(int64(m.pendingAbove(w)))
 	s.sealFailures.Store(0)
 	s.lastSealOK.Store(time.Now().UnixNano())
+	s.lastActivity.Store(time.Now().UnixNano())
 	s.met.sealDuration.Observe(time.Since(start).Seconds())
 	s.met.generationsSealed.Inc()
 	// The entries are inside the generation now; deleting them is best effort (a
@@ -193,20 +199,10 @@ func (s *Shard) bgCtxOrBackground() context.Context {
 }
 
 // currentBase is the latest base version this shard has seen.
-func (s *Shard) currentBase() *lance.Dataset { return s.base.Load() }
+func (s *Shard) currentBase() *lance.Dataset { return s.reader.currentBase() }
 
 // noteBase remembers a newer base version.
-func (s *Shard) noteBase(ds *lance.Dataset) {
-	for {
-		cur := s.base.Load()
-		if cur != nil && cur.Version() >= ds.Version() {
-			return
-		}
-		if s.base.CompareAndSwap(cur, ds) {
-			return
-		}
-	}
-}
+func (s *Shard) noteBase(ds *lance.Dataset) { s.reader.noteBase(ds) }
 
 // liveReader streams the live rows of a memtable view.
 func liveReader(s *arrow.Schema, v memView) (array.RecordReader, int64, error) {
@@ -251,6 +247,9 @@ func (s *Shard) Flush(ctx context.Context) error {
 		if s.fenced.Load() {
 			return ErrFenced
 		}
+		if s.stale.Load() {
+			return ErrIncarnation
+		}
 		s.mu.Lock()
 		done := s.sealedThrough >= target
 		if !done && s.active.rows > 0 && s.active.firstSeq <= target {
@@ -277,10 +276,15 @@ func (s *Shard) Flush(ctx context.Context) error {
 	}
 }
 
-// housekeeping runs between seals: deletes retired generation files past the grace,
-// refreshes the dataset's pending count and starts a background merge when due.
+// housekeeping runs between seals: refreshes the dataset's pending count while the
+// shard is in use, deletes retired generation files past the grace and starts a
+// background merge when due. An idle shard makes no storage request here: the refresh
+// (a listing and a manifest read per shard of the dataset, every pendingRefreshEvery)
+// stops once the last append or seal is older than the last refresh, and the deletion
+// of retired files happens once, when their grace ends.
 func (s *Shard) housekeeping() {
-	if time.Since(time.Unix(0, s.lastRefresh.Load())) >= pendingRefreshEvery {
+	last := s.lastRefresh.Load()
+	if s.lastActivity.Load() > last && time.Since(time.Unix(0, last)) >= pendingRefreshEvery {
 		s.lastRefresh.Store(time.Now().UnixNano())
 		ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
 		if p, err := PendingGenerations(ctx, s.st); err == nil {
@@ -292,6 +296,11 @@ func (s *Shard) housekeeping() {
 				s.noteBase(p.Base)
 			}
 		}
+		cancel()
+	}
+	if time.Since(time.Unix(0, s.lastRetire.Load())) >= pendingRefreshEvery && s.retiredDue() {
+		s.lastRetire.Store(time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
 		s.deleteRetired(ctx)
 		cancel()
 	}
@@ -307,6 +316,23 @@ func (s *Shard) housekeeping() {
 			}
 		}()
 	}
+}
+
+// retiredDue reports whether a retired generation file's grace has ended (memory only).
+func (s *Shard) retiredDue() bool {
+	s.mu.Lock()
+	m := s.manifest
+	s.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	cutoff := time.Now().Add(-s.opts.RetireGrace)
+	for _, r := range m.Retired {
+		if r.DroppedAt.Before(cutoff) {
+			return true
+		}
+	}
+	return false
 }
 
 // deleteRetired deletes retired generation files older than the grace and then drops
@@ -334,7 +360,7 @@ func (s *Shard) deleteRetired(ctx context.Context) {
 		s.log.Warn("wal: delete retired generations", "err", err, "files", len(keys))
 		return
 	}
-	nm, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID,
+	nm, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID, incarnation: s.opts.Incarnation,
 		edit: func(next *Manifest) error {
 			kept := next.Retired[:0:0]
 			for _, r := range next.Retired {

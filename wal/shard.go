@@ -34,7 +34,21 @@ var (
 	ErrShardFailed = errors.New("wal: shard stopped after a storage failure; reopen it")
 	// ErrInvalidBatch: the batch does not fit the table (bad input: nothing written).
 	ErrInvalidBatch = errors.New("wal: invalid batch")
+	// ErrIncarnation: the dataset this shard (or merge, or read) was opened for was deleted,
+	// or deleted and created anew under the same name. Nothing is written into the new
+	// one; the shard takes no more appends.
+	ErrIncarnation = errors.New("wal: the dataset was deleted or re-created")
 )
+
+// IncarnationKey is the base table config key naming the dataset's incarnation: the id of
+// one creation of a store (see package registry). Shards, merges and reads check it, so
+// that a process still holding a deleted dataset never writes into, or reads its own
+// unsealed rows into, a new dataset created at the same place. A table without the key
+// is the incarnation "".
+const IncarnationKey = "lancectx.incarnation"
+
+// Incarnation returns the incarnation of a base table version.
+func Incarnation(ds *lance.Dataset) string { return ds.Manifest().GetConfig()[IncarnationKey] }
 
 // BackpressureError says why an append was refused and when to retry.
 type BackpressureError struct {
@@ -72,8 +86,19 @@ const (
 type Options struct {
 	// Store is rooted at the dataset directory (keys "_versions/...", "_wal/...").
 	Store objstore.Store
-	// ShardID identifies the shard; empty: ShardIDFor(WorkerID).
+	// ShardID identifies the shard; empty: ShardID(WorkerID, Incarnation).
 	ShardID string
+	// Incarnation is the dataset incarnation the shard writes for; Open fails with
+	// ErrIncarnation when the base table has another one.
+	Incarnation string
+	// Current, if set, confirms that the dataset is still the incarnation the shard was
+	// opened for (e.g. by reading the store registry): it runs alongside every WAL entry
+	// put, and an append is acknowledged only once it returned nil. An error wrapping
+	// ErrIncarnation stops the shard; other errors are retried until OpTimeout.
+	Current func(ctx context.Context) error
+	// Reader shares the read state (base version, key indexes) with reads of the dataset
+	// made without the shard; nil: the shard makes its own.
+	Reader *Reader
 	// WorkerID names the writer in manifests and logs (and derives ShardID).
 	WorkerID string
 	// KeyColumn is the row identity: newest row per key wins, merges keep one row per key.
@@ -112,9 +137,20 @@ type Options struct {
 	Metrics       *Metrics
 }
 
-// ShardIDFor is the stable shard id of a worker: UUIDv5 of its id in the OID namespace.
-func ShardIDFor(workerID string) string {
-	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(workerID)).String()
+// ShardIDFor is the shard id of a worker in a dataset of incarnation "" (created before
+// incarnations existed): UUIDv5 of the worker id in the OID namespace.
+func ShardIDFor(workerID string) string { return ShardID(workerID, "") }
+
+// ShardID is the stable shard id of a worker in one incarnation of a dataset. A worker
+// that writes a store, which is then deleted and created again, gets another shard in
+// the new incarnation: whatever it still writes for the old one lands in a folder no
+// reader and no replay of the new one looks at.
+func ShardID(workerID, incarnation string) string {
+	name := workerID
+	if incarnation != "" {
+		name += "\x00" + incarnation
+	}
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(name)).String()
 }
 
 func (o *Options) defaults() error {
@@ -128,7 +164,7 @@ func (o *Options) defaults() error {
 		if o.WorkerID == "" {
 			return errors.New("wal: Options.ShardID or WorkerID is required")
 		}
-		o.ShardID = ShardIDFor(o.WorkerID)
+		o.ShardID = ShardID(o.WorkerID, o.Incarnation)
 	}
 	if _, err := uuid.Parse(o.ShardID); err != nil {
 		return fmt.Errorf("wal: shard id %q is not a UUID: %w", o.ShardID, err)
@@ -188,7 +224,9 @@ type Shard struct {
 	keyType arrow.DataType
 	keyOf   func(arrow.Array, int) string
 	epoch   uint64
-	base    atomic.Pointer[lance.Dataset] // latest base version seen (a cache)
+	// reader holds the latest base version seen and the read caches.
+	reader    *Reader
+	ownReader bool
 
 	queue chan *appendReq
 
@@ -208,11 +246,17 @@ type Shard struct {
 
 	fenced        atomic.Bool
 	failed        atomic.Bool
+	stale         atomic.Bool // ErrIncarnation seen
 	closing       atomic.Bool
 	flushWanted   atomic.Bool
 	localPending  atomic.Int64 // this shard's pending generations
 	othersPending atomic.Int64 // other shards' pending generations, last refresh
 	lastRefresh   atomic.Int64 // unix nanos of the last pending refresh
+	// lastActivity is when the shard last took an append or sealed (unix nanos): the
+	// pending refresh stops once it is older than the last refresh, so an idle shard
+	// makes no storage requests.
+	lastActivity atomic.Int64
+	lastRetire   atomic.Int64 // last attempt to delete retired generation files
 
 	sealFailures  atomic.Int64
 	lastSealOK    atomic.Int64 // unix nanos
@@ -231,9 +275,6 @@ type Shard struct {
 	bgWG       sync.WaitGroup
 	closeOnce  sync.Once
 	closeErr   error
-
-	cacheOnce sync.Once
-	cache     *genCache
 
 	// hook, when set by tests, runs at named steps of seal and merge; an error stops
 	// the step there as a crash would.
@@ -262,15 +303,35 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		return nil, err
 	}
 	st := opts.Store
-	base, err := lance.OpenStore(ctx, st)
+	var base *lance.Dataset
+	var err error
+	if opts.Reader != nil {
+		base = opts.Reader.currentBase()
+	}
+	if base == nil {
+		base, err = lance.OpenStore(ctx, st)
+	} else {
+		base, err = base.Latest(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("wal: open base dataset: %w", err)
+	}
+	if inc := Incarnation(base); inc != opts.Incarnation {
+		return nil, fmt.Errorf("%w: the base table is incarnation %q, the shard was opened for %q", ErrIncarnation, inc, opts.Incarnation)
+	}
+	reader, ownReader := opts.Reader, false
+	if reader == nil {
+		reader, ownReader = NewReader(st, ReaderOptions{KeyColumn: opts.KeyColumn, Base: base, KeyCache: opts.KeyCache}), true
+	} else {
+		reader.noteBase(base)
 	}
 	s := &Shard{
 		opts: opts, st: st, id: opts.ShardID, met: opts.Metrics,
 		log:        opts.Logger.With("shard", opts.ShardID),
 		schema:     base.Schema(),
 		arrow:      base.Schema().Arrow(),
+		reader:     reader,
+		ownReader:  ownReader,
 		queue:      make(chan *appendReq, 4096),
 		active:     newMemtable(),
 		sealedCh:   make(chan struct{}),
@@ -281,7 +342,6 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		commitDone: make(chan struct{}),
 		sealDone:   make(chan struct{}),
 	}
-	s.base.Store(base)
 	kf := s.schema.Field(opts.KeyColumn)
 	if kf == nil {
 		return nil, fmt.Errorf("wal: key column %q is not in the table", opts.KeyColumn)
@@ -297,7 +357,7 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 	}
 	// Claim: a new epoch, and generations a merge already committed are dropped (a
 	// crash between the merge's two commits).
-	m, err := updateManifest(ctx, st, manifestUpdate{shard: s.id, writer: opts.WorkerID, create: true,
+	m, err := updateManifest(ctx, st, manifestUpdate{shard: s.id, writer: opts.WorkerID, incarnation: opts.Incarnation, create: true,
 		edit: func(next *Manifest) error {
 			next.Epoch++
 			retire(next, w, time.Now().UTC())
@@ -319,6 +379,7 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		s.othersPending.Store(int64(total.Generations) - s.localPending.Load())
 		s.lastRefresh.Store(time.Now().UnixNano())
 	}
+	replayed, nextSeq := s.active.rows, s.nextSeq // read before the loops start using them
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.met.register(s)
 	go s.commitLoop()
@@ -328,8 +389,8 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		defer s.bgWG.Done()
 		s.cleanupStale(s.bgCtx, m)
 	}()
-	s.log.Info("wal: shard opened", "next_seq", s.nextSeq, "sealed_through_seq", m.SealedThroughSeq,
-		"pending_generations", s.localPending.Load(), "replayed_rows", s.active.rows)
+	s.log.Info("wal: shard opened", "next_seq", nextSeq, "sealed_through_seq", m.SealedThroughSeq,
+		"pending_generations", s.localPending.Load(), "replayed_rows", replayed, "incarnation", opts.Incarnation)
 	return s, nil
 }
 
@@ -469,6 +530,9 @@ func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) (AppendResult
 }
 
 func (s *Shard) append(ctx context.Context, rec arrow.RecordBatch) (AppendResult, error) {
+	if s.stale.Load() {
+		return AppendResult{}, ErrIncarnation
+	}
 	if s.fenced.Load() {
 		return AppendResult{}, ErrFenced
 	}
@@ -495,6 +559,7 @@ func (s *Shard) append(ctx context.Context, rec arrow.RecordBatch) (AppendResult
 	}
 	req := &appendReq{ctx: ctx, rec: conformed, keys: cloneKeys(kc, s.keyOf), rows: conformed.NumRows(),
 		bytes: recordBytes(conformed), done: make(chan appendDone, 1)}
+	s.lastActivity.Store(time.Now().UnixNano())
 	select {
 	case s.queue <- req:
 	case <-ctx.Done():
@@ -593,6 +658,8 @@ func (s *Shard) commitLoop() {
 // stopErr is why the shard takes no more appends (nil while it does).
 func (s *Shard) stopErr() error {
 	switch {
+	case s.stale.Load():
+		return ErrIncarnation
 	case s.fenced.Load():
 		return ErrFenced
 	case s.failed.Load():
@@ -663,7 +730,10 @@ func (s *Shard) assign(f *inflight) error {
 	return err
 }
 
-// put writes f's entry after delay, reporting on f.done.
+// put writes f's entry after delay, reporting on f.done. The incarnation check
+// (Options.Current) runs alongside the put, not after it, so it costs no latency; its
+// failure takes precedence over the put's outcome: the entry may be on storage, but it
+// is not acknowledged.
 func (s *Shard) put(f *inflight, delay time.Duration) {
 	f.done = make(chan error, 1)
 	go func() {
@@ -672,7 +742,18 @@ func (s *Shard) put(f *inflight, delay time.Duration) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.OpTimeout)
 		defer cancel()
-		f.done <- s.st.PutIfAbsent(ctx, entryKey(s.id, f.seq), bytes.NewReader(f.buf))
+		var checked chan error
+		if s.opts.Current != nil {
+			checked = make(chan error, 1)
+			go func() { checked <- s.opts.Current(ctx) }()
+		}
+		err := s.st.PutIfAbsent(ctx, entryKey(s.id, f.seq), bytes.NewReader(f.buf))
+		if checked != nil {
+			if cerr := <-checked; cerr != nil {
+				err = fmt.Errorf("confirm the dataset incarnation: %w", cerr)
+			}
+		}
+		f.done <- err
 	}()
 }
 
@@ -685,6 +766,15 @@ func (f *inflight) fail(err error) {
 // complete handles the result of the head entry's put and returns the new queue.
 func (s *Shard) complete(q []*inflight, err error) []*inflight {
 	f := q[0]
+	if errors.Is(err, ErrIncarnation) {
+		s.markStale(err.Error())
+		for _, g := range q {
+			// Their entries may be on storage (in a folder the new incarnation never
+			// reads); none is acknowledged.
+			g.fail(fmt.Errorf("%w (%v)", ErrIncarnation, err))
+		}
+		return nil
+	}
 	if errors.Is(err, objstore.ErrExists) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.OpTimeout)
 		e, rerr := readEntry(ctx, s.st, s.id, f.seq, s.arrow)
@@ -744,6 +834,26 @@ func (s *Shard) complete(q []*inflight, err error) []*inflight {
 	return nil
 }
 
+// markStale stops the shard for good: its dataset incarnation is gone.
+func (s *Shard) markStale(why string) {
+	if s.stale.Swap(true) {
+		return
+	}
+	s.log.Warn("wal: the dataset was deleted or re-created; the shard takes no more appends", "reason", why)
+	s.mu.Lock()
+	s.signalSealedLocked()
+	s.mu.Unlock()
+}
+
+// Stale reports whether the shard found its dataset incarnation gone.
+func (s *Shard) Stale() bool { return s.stale.Load() }
+
+// Incarnation is the dataset incarnation the shard writes for.
+func (s *Shard) Incarnation() string { return s.opts.Incarnation }
+
+// Reader is the read state the shard shares with reads of its dataset.
+func (s *Shard) Reader() *Reader { return s.reader }
+
 // fence marks the shard as superseded by a newer writer.
 func (s *Shard) fence(why string) {
 	if s.fenced.Swap(true) {
@@ -761,15 +871,18 @@ func (s *Shard) Fenced() bool { return s.fenced.Load() }
 
 // Stats is a snapshot of a shard's state.
 type Stats struct {
-	Shard                   string    `json:"shard"`
-	Epoch                   uint64    `json:"epoch"`
-	NextSeq                 uint64    `json:"next_seq"`
-	AppliedSeq              uint64    `json:"applied_seq"`
-	SealedThroughSeq        uint64    `json:"sealed_through_seq"`
-	MemtableRows            int64     `json:"memtable_rows"`
-	MemtableBytes           int64     `json:"memtable_bytes"`
-	FrozenMemtables         int       `json:"frozen_memtables"`
-	PendingGenerations      int64     `json:"pending_generations"`
+	Shard              string `json:"shard"`
+	Epoch              uint64 `json:"epoch"`
+	NextSeq            uint64 `json:"next_seq"`
+	AppliedSeq         uint64 `json:"applied_seq"`
+	SealedThroughSeq   uint64 `json:"sealed_through_seq"`
+	MemtableRows       int64  `json:"memtable_rows"`
+	MemtableBytes      int64  `json:"memtable_bytes"`
+	FrozenMemtables    int    `json:"frozen_memtables"`
+	PendingGenerations int64  `json:"pending_generations"`
+	// OldestPending is when this shard's oldest pending generation was sealed (zero:
+	// none pending): the merge age trigger reads it.
+	OldestPending           time.Time `json:"oldest_pending,omitzero"`
 	DatasetPending          int64     `json:"dataset_pending_generations"`
 	MaxPendingGenerations   int       `json:"max_pending_generations"`
 	SealConsecutiveFailures int64     `json:"seal_consecutive_failures"`
@@ -777,6 +890,7 @@ type Stats struct {
 	MergeConsecutiveFails   int64     `json:"merge_consecutive_failures"`
 	LastMergeSuccess        time.Time `json:"last_merge_success"`
 	Fenced                  bool      `json:"fenced"`
+	Stale                   bool      `json:"stale"`
 	LastSealError           string    `json:"last_seal_error,omitempty"`
 }
 
@@ -794,7 +908,16 @@ func (s *Shard) Stats() Stats {
 	if s.lastSealErr != nil {
 		st.LastSealError = s.lastSealErr.Error()
 	}
+	m := s.manifest
 	s.mu.Unlock()
+	if m != nil {
+		w, _ := watermark(s.currentBase().TableMetadata(), s.id)
+		for _, g := range m.Generations {
+			if g.Gen > w && (st.OldestPending.IsZero() || g.SealedAt.Before(st.OldestPending)) {
+				st.OldestPending = g.SealedAt
+			}
+		}
+	}
 	st.NextSeq = st.AppliedSeq + 1
 	st.PendingGenerations = s.localPending.Load()
 	st.DatasetPending = st.PendingGenerations + max(s.othersPending.Load(), 0)
@@ -802,6 +925,7 @@ func (s *Shard) Stats() Stats {
 	st.SealConsecutiveFailures = s.sealFailures.Load()
 	st.MergeConsecutiveFails = s.mergeFailures.Load()
 	st.Fenced = s.fenced.Load()
+	st.Stale = s.stale.Load()
 	if t := s.lastSealOK.Load(); t != 0 {
 		st.LastSealSuccess = time.Unix(0, t)
 	}
@@ -812,47 +936,88 @@ func (s *Shard) Stats() Stats {
 }
 
 // Close stops accepting appends, completes the entry in flight, seals the memtable
-// (unless NoSealOnClose or fenced; a crash instead is fine too: the entries are
-// replayed on the next Open) and stops the background loops. ctx bounds the seal.
+// (unless NoSealOnClose, fenced or stale; a crash instead is fine too: the entries are
+// replayed on the next Open) and stops the background loops. ctx bounds the whole
+// close: when it ends first, Close returns its error and the loops finish on their own
+// (each storage step they may still be in is bounded by OpTimeout), releasing the
+// shard's resources then.
 func (s *Shard) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		close(s.stopCommit)
-		<-s.commitDone
-		if !s.opts.NoSealOnClose && !s.fenced.Load() {
-			if err := s.Flush(ctx); err != nil && !errors.Is(err, ErrFenced) {
+		if !waitCtx(ctx, s.commitDone) {
+			s.closeErr = fmt.Errorf("wal: close: waiting for the entry in flight: %w", ctx.Err())
+			s.finishClose(nil)
+			return
+		}
+		if !s.opts.NoSealOnClose && !s.fenced.Load() && !s.stale.Load() {
+			if err := s.Flush(ctx); err != nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrIncarnation) {
 				s.closeErr = fmt.Errorf("wal: seal on close: %w", err)
 			}
 		}
-		close(s.stopSeal)
-		<-s.sealDone
-		s.bgCancel()
-		s.bgWG.Wait()
-		s.met.unregister(s)
-		if s.opts.KeyCache != nil {
-			s.opts.KeyCache.DropScope(s.keyScope())
+		s.finishClose(ctx)
+		if ctx.Err() != nil && s.closeErr == nil {
+			s.closeErr = fmt.Errorf("wal: close: %w", ctx.Err())
 		}
 		s.log.Info("wal: shard closed", "sealed_through_seq", s.Stats().SealedThroughSeq)
 	})
 	return s.closeErr
 }
 
-// abandon stops the loops without sealing or cleaning up, as a crash would (tests).
-func (s *Shard) abandon() {
+// finishClose stops the sealer and the background work and releases the shard's
+// resources once they have stopped, waiting for that while ctx lasts (nil: not at all).
+func (s *Shard) finishClose(ctx context.Context) {
+	close(s.stopSeal)
+	s.bgCancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-s.commitDone
+		<-s.sealDone
+		s.bgWG.Wait()
+		s.met.unregister(s)
+		if s.ownReader {
+			s.reader.Close()
+		}
+	}()
+	if ctx != nil {
+		waitCtx(ctx, done)
+	}
+}
+
+// waitCtx waits for ch to close or ctx to end, reporting whether ch closed.
+func waitCtx(ctx context.Context, ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Stop stops the shard without sealing: appends are refused, the entry in flight
+// completes, and the background loops stop. Unsealed rows stay in their WAL entries
+// (the next Open replays them). It waits, while ctx lasts, until the shard writes
+// nothing more: deleting a dataset stops its shard this way before removing the data.
+func (s *Shard) Stop(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		close(s.stopCommit)
-		<-s.commitDone
-		close(s.stopSeal)
-		<-s.sealDone
-		s.bgCancel()
-		s.bgWG.Wait()
-		s.met.unregister(s)
-		if s.opts.KeyCache != nil {
-			s.opts.KeyCache.DropScope(s.keyScope())
+		if !waitCtx(ctx, s.commitDone) {
+			s.closeErr = fmt.Errorf("wal: stop: waiting for the entry in flight: %w", ctx.Err())
+			s.finishClose(nil)
+			return
+		}
+		s.finishClose(ctx)
+		if ctx.Err() != nil {
+			s.closeErr = fmt.Errorf("wal: stop: %w", ctx.Err())
 		}
 	})
+	return s.closeErr
 }
+
+// abandon stops the loops without sealing or cleaning up, as a crash would (tests).
+func (s *Shard) abandon() { _ = s.Stop(context.Background()) }
 
 func (s *Shard) runHook(step string) error {
 	if s.hook == nil {
@@ -860,7 +1025,3 @@ func (s *Shard) runHook(step string) error {
 	}
 	return s.hook(step)
 }
-
-// keyScope names this open shard's dataset in Options.KeyCache: one shard per dataset
-// per process, and Close drops the scope.
-func (s *Shard) keyScope() string { return fmt.Sprintf("shard %s %p", s.id, s) }

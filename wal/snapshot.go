@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -73,40 +74,142 @@ type pendingGen struct {
 
 func (g pendingGen) key() string { return shardDir(g.shard) + g.Path }
 
-// ReadSnapshot takes a consistent snapshot: the latest base version B, then every
-// shard's latest manifest, then B again; a merge commits the base before it drops
-// generations, so an unchanged B brackets a consistent view (retried up to 3 times,
-// then ErrSnapshotChanged). local, if not nil, contributes its memtables.
-func ReadSnapshot(ctx context.Context, st objstore.Store, local *Shard, opts ReadOptions) (*Snapshot, error) {
-	keyColumn := opts.KeyColumn
-	if keyColumn == "" && local != nil {
-		keyColumn = local.opts.KeyColumn
+// Reader is what the reads of one dataset share from snapshot to snapshot: the newest
+// base version seen (a new snapshot lists the versions but rereads the manifest only
+// when it changed), the key indexes of generation files, and the key cache scope of the
+// base table. It reads nothing by itself and claims nothing: a process that only reads
+// a dataset costs no write and, between reads, no request. A Reader is bound to one
+// incarnation of the dataset (its first base version's, see IncarnationKey): a
+// snapshot finding another one fails with ErrIncarnation. Safe for concurrent use.
+type Reader struct {
+	st          objstore.Store
+	keyColumn   string
+	incarnation atomic.Pointer[string]
+	base        atomic.Pointer[lance.Dataset]
+	cache       *genCache
+	keyCache    *lance.KeyCache
+	keyScope    string
+}
+
+// ReaderOptions configure a Reader.
+type ReaderOptions struct {
+	// KeyColumn is the row identity (required).
+	KeyColumn string
+	// Base is a base version already read (optional); it binds the Reader to its
+	// incarnation.
+	Base *lance.Dataset
+	// KeyCache, if set, indexes the base table's key column for Snapshot.Get, under
+	// KeyCacheScope (default: a scope of this Reader's own, dropped by Close).
+	KeyCache      *lance.KeyCache
+	KeyCacheScope string
+}
+
+// NewReader returns the read state of the dataset at st.
+func NewReader(st objstore.Store, opts ReaderOptions) *Reader {
+	r := &Reader{st: st, keyColumn: opts.KeyColumn, cache: newGenCache(genCacheKeys), keyCache: opts.KeyCache,
+		keyScope: opts.KeyCacheScope}
+	if r.keyScope == "" {
+		r.keyScope = fmt.Sprintf("reader %p", r)
 	}
-	if keyColumn == "" {
+	if opts.Base != nil {
+		r.noteBase(opts.Base)
+	}
+	return r
+}
+
+// Close drops the Reader's key indexes from the key cache.
+func (r *Reader) Close() {
+	if r.keyCache != nil {
+		r.keyCache.DropScope(r.keyScope)
+	}
+}
+
+// currentBase is the newest base version seen (nil before the first read).
+func (r *Reader) currentBase() *lance.Dataset { return r.base.Load() }
+
+// noteBase remembers a newer base version; the first one binds the incarnation.
+func (r *Reader) noteBase(ds *lance.Dataset) {
+	inc := Incarnation(ds)
+	r.incarnation.CompareAndSwap(nil, &inc)
+	for {
+		cur := r.base.Load()
+		if cur != nil && cur.Version() >= ds.Version() {
+			return
+		}
+		if Incarnation(ds) != *r.incarnation.Load() {
+			return // never cached: checkBase refuses it
+		}
+		if r.base.CompareAndSwap(cur, ds) {
+			return
+		}
+	}
+}
+
+// checkBase fails with ErrIncarnation when ds is of another incarnation than r's.
+func (r *Reader) checkBase(ds *lance.Dataset) error {
+	inc := Incarnation(ds)
+	r.incarnation.CompareAndSwap(nil, &inc)
+	if want := *r.incarnation.Load(); inc != want {
+		return fmt.Errorf("%w: the base table is now incarnation %q, this reader was opened for %q", ErrIncarnation, inc, want)
+	}
+	return nil
+}
+
+// latestBase lists the versions and returns the newest base (the manifest is read only
+// when the version changed since the last read).
+func (r *Reader) latestBase(ctx context.Context) (*lance.Dataset, error) {
+	var ds *lance.Dataset
+	var err error
+	if cur := r.currentBase(); cur != nil {
+		ds, err = cur.Latest(ctx)
+	} else {
+		ds, err = lance.OpenStore(ctx, r.st)
+	}
+	if errors.Is(err, lance.ErrDatasetReplaced) || errors.Is(err, lance.ErrDatasetNotFound) {
+		return nil, fmt.Errorf("%w: %v", ErrIncarnation, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: snapshot: open base: %w", err)
+	}
+	if err := r.checkBase(ds); err != nil {
+		return nil, err
+	}
+	r.noteBase(ds)
+	return ds, nil
+}
+
+// ReadSnapshot takes a consistent snapshot of the dataset at st (see Reader.Snapshot):
+// through local's Reader when local is set, else through a Reader made for this read.
+func ReadSnapshot(ctx context.Context, st objstore.Store, local *Shard, opts ReadOptions) (*Snapshot, error) {
+	if local != nil {
+		sn, err := local.reader.Snapshot(ctx, local)
+		if err == nil && opts.KeyCache != nil {
+			sn.keyCache, sn.keyScope = opts.KeyCache, opts.KeyCacheScope
+		}
+		return sn, err
+	}
+	if opts.KeyColumn == "" {
 		return nil, errors.New("wal: ReadSnapshot needs a key column")
 	}
-	var cache *genCache
-	if local != nil {
-		cache = local.genCache()
-	} else {
-		cache = newGenCache(0)
-	}
+	return NewReader(st, ReaderOptions{KeyColumn: opts.KeyColumn, KeyCache: opts.KeyCache, KeyCacheScope: opts.KeyCacheScope}).Snapshot(ctx, nil)
+}
+
+// Snapshot takes a consistent snapshot: the latest base version B, then every shard's
+// latest manifest, then B again; a merge commits the base before it drops generations,
+// so an unchanged B brackets a consistent view (retried up to 3 times, then
+// ErrSnapshotChanged). local, if not nil, contributes its memtables; it must be the
+// shard sharing this Reader.
+func (r *Reader) Snapshot(ctx context.Context, local *Shard) (*Snapshot, error) {
 	for attempt := 1; attempt <= snapshotAttempts; attempt++ {
 		var views []memView
 		if local != nil {
 			views = local.views()
 		}
-		var b1 *lance.Dataset
-		var err error
-		if local != nil {
-			b1, err = local.currentBase().Latest(ctx)
-		} else {
-			b1, err = lance.OpenStore(ctx, st)
-		}
+		b1, err := r.latestBase(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("wal: snapshot: open base: %w", err)
+			return nil, err
 		}
-		manifests, err := readAllManifests(ctx, st)
+		manifests, err := readAllManifests(ctx, r.st)
 		if err != nil {
 			return nil, err
 		}
@@ -117,16 +220,12 @@ func ReadSnapshot(ctx context.Context, st objstore.Store, local *Shard, opts Rea
 		if b2.Version() != b1.Version() {
 			continue
 		}
-		snap, err := newSnapshot(st, b1, keyColumn, manifests, cache)
+		snap, err := newSnapshot(r.st, b1, r.keyColumn, manifests, r.cache)
 		if err != nil {
 			return nil, err
 		}
-		snap.keyCache, snap.keyScope = opts.KeyCache, opts.KeyCacheScope
-		if snap.keyCache == nil && local != nil {
-			snap.keyCache, snap.keyScope = local.opts.KeyCache, local.keyScope()
-		}
+		snap.keyCache, snap.keyScope = r.keyCache, r.keyScope
 		if local != nil {
-			local.noteBase(b1)
 			var sealed uint64
 			if m := manifests[local.id]; m != nil {
 				sealed = m.SealedThroughSeq
@@ -139,8 +238,7 @@ func ReadSnapshot(ctx context.Context, st objstore.Store, local *Shard, opts Rea
 				}
 			}
 			snap.memSchema = local.arrow
-			total := len(snap.gens)
-			local.met.pendingSample.Observe(float64(total))
+			local.met.pendingSample.Observe(float64(len(snap.gens)))
 		}
 		return snap, nil
 	}
@@ -159,7 +257,11 @@ func newSnapshot(st objstore.Store, base *lance.Dataset, keyColumn string, manif
 	s := &Snapshot{st: st, base: base, keyColumn: keyColumn, keyType: kf.ArrowType(), keyOf: keyOf,
 		cache: cache, watermarks: map[string]uint64{}}
 	meta := base.TableMetadata()
+	inc := Incarnation(base)
 	for shard, m := range manifests {
+		if m.Incarnation != inc {
+			continue // a writer of a deleted incarnation left it: never read
+		}
 		w, err := watermark(meta, shard)
 		if err != nil {
 			return nil, err
@@ -299,13 +401,8 @@ func (c *genCache) put(key string, gi *genIndex) {
 	c.n += len(gi.keys)
 }
 
-// genCacheKeys bounds the key indexes a shard keeps for reads.
+// genCacheKeys bounds the key indexes a Reader keeps for reads.
 const genCacheKeys = 1 << 20
-
-func (s *Shard) genCache() *genCache {
-	s.cacheOnce.Do(func() { s.cache = newGenCache(genCacheKeys) })
-	return s.cache
-}
 
 // openGen opens a generation file of the snapshot.
 func (sn *Snapshot) openGen(ctx context.Context, g pendingGen) (*file.Reader, error) {
@@ -967,9 +1064,14 @@ func PendingGenerations(ctx context.Context, st objstore.Store) (PendingStats, e
 	if err != nil {
 		return PendingStats{}, err
 	}
-	ps := PendingStats{PerShard: map[string]int{}, Shards: len(manifests), Base: base}
+	ps := PendingStats{PerShard: map[string]int{}, Base: base}
 	meta := base.TableMetadata()
+	inc := Incarnation(base)
 	for shard, m := range manifests {
+		if m.Incarnation != inc {
+			continue // a writer of a deleted incarnation left it
+		}
+		ps.Shards++
 		w, err := watermark(meta, shard)
 		if err != nil {
 			return PendingStats{}, err

@@ -80,7 +80,7 @@ func TestBackgroundMerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pending := h.shard.Stats().PendingGenerations
+		pending := h.shard.Load().Stats().PendingGenerations
 		tw.srv.stores.release(h)
 		if pending < 2 && info.Version > 1 {
 			break

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/provider"
 	"github.com/lancectx/lancectx/rollout"
@@ -31,7 +33,21 @@ const (
 	DefaultStreamTimeout    = time.Hour
 	DefaultFlushTimeout     = 30 * time.Second
 	DefaultCloseTimeout     = 30 * time.Second
+	// DefaultMergeMaxAge is the age trigger of merges (MERGE_WAL_MAX_AGE_SECS): a sealed
+	// generation waits at most this long for a merge however few others there are,
+	// so rows of an experiment whose writes stopped still reach the base table that
+	// LanceDB and pylance read.
+	DefaultMergeMaxAge = 300 * time.Second
 )
+
+// MergeLocker serialises the merges of a dataset across processes: every merger of a
+// dataset (this worker's loop and merge-wal route, every other worker, the masters'
+// merge_wal tasks) takes coord.MergeLockName(kind, store) first. coord.Client
+// implements it.
+type MergeLocker interface {
+	// TryLock takes the named lock, waiting at most wait (0: a single attempt).
+	TryLock(ctx context.Context, name string, wait time.Duration) (*coord.Lock, error)
+}
 
 // Config configures a worker. The zero value of every field but DataDir (or Store)
 // means its default; a negative MergeAfterGenerations turns automatic merges off.
@@ -44,7 +60,7 @@ type Config struct {
 	Store       objstore.Store
 	StoreConfig provider.Config
 	// WorkerID is the worker's stable identity (a StatefulSet pod name): its WAL shard
-	// in every dataset is wal.ShardIDFor(WorkerID). Required.
+	// in every dataset is wal.ShardID(WorkerID, the dataset's incarnation). Required.
 	WorkerID string
 
 	// WAL settings (see wal.Options); zero means the wal package default, except
@@ -67,6 +83,15 @@ type Config struct {
 	MergeConcurrency int
 	// MergeInterval is how often the merge loop looks at the resident stores.
 	MergeInterval time.Duration
+	// MergeMaxAge merges a resident store's own shard in the background once its oldest
+	// sealed generation is this old, however few there are (default
+	// DefaultMergeMaxAge; negative: no age trigger).
+	MergeMaxAge time.Duration
+	// MergeLocker, if set, makes every merge of this worker take the dataset's merge
+	// lock first (background merges skip a dataset whose lock is held; requested ones
+	// wait for it within their deadline). Without it, merges are exclusive within this
+	// process only, and a master's merge_wal task may contend with them.
+	MergeLocker MergeLocker
 
 	// StoreCacheCapacity bounds the resident store handles (an open WAL shard each);
 	// the least recently used is closed (sealed) when a new one would pass it.
@@ -156,6 +181,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MergeInterval <= 0 {
 		c.MergeInterval = DefaultMergeInterval
 	}
+	if c.MergeMaxAge == 0 {
+		c.MergeMaxAge = DefaultMergeMaxAge
+	}
 	if c.StoreCacheCapacity <= 0 {
 		c.StoreCacheCapacity = DefaultStoreCacheCapacity
 	}
@@ -228,7 +256,6 @@ func (c Config) Summary() []any {
 	return []any{
 		"data_dir", MaskURI(c.DataDir),
 		"worker_id", c.WorkerID,
-		"shard", wal.ShardIDFor(c.WorkerID),
 		"wal_seal_bytes", c.SealBytes,
 		"wal_seal_interval", c.SealInterval.String(),
 		"wal_group_commit_max_bytes", c.GroupCommitMaxBytes,
@@ -241,6 +268,8 @@ func (c Config) Summary() []any {
 		"merge_max_rows", c.Merge.MaxRows,
 		"merge_concurrency", c.MergeConcurrency,
 		"merge_interval", c.MergeInterval.String(),
+		"merge_max_age", c.MergeMaxAge.String(),
+		"merge_lock", c.MergeLocker != nil,
 		"store_cache_capacity", c.StoreCacheCapacity,
 		"key_cache_bytes", c.KeyCacheBytes,
 		"sweep_temp_age", c.SweepTempAge.String(),

@@ -97,18 +97,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 // entry and whatever was written are removed again.
 func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, error) {
 	st := s.datasetStore(name)
-	// A dataset at the store's place that the registry does not know is not ours to
-	// take over or to clean up (a crashed delete leaves its entry, so this is
-	// something else: another tool's table, an operator's copy).
 	if _, err := s.registry.Get(ctx, name); errors.Is(err, registry.ErrNotFound) {
-		if ds, err := lance.OpenStore(ctx, st); err == nil {
-			return api.StoreInfo{}, api.Conflict("a dataset (version %d) already exists at %s but is not a registered store; move it away first",
-				ds.Version(), s.registry.DatasetDir(name))
-		} else if !errors.Is(err, lance.ErrDatasetNotFound) {
+		if err := s.clearRemnant(ctx, name, st); err != nil {
 			return api.StoreInfo{}, err
 		}
 	}
-	if _, err := s.registry.Create(ctx, name, s.cfg.Now()); err != nil {
+	entry, err := s.registry.Create(ctx, name, s.cfg.Now())
+	if err != nil {
 		if errors.Is(err, registry.ErrExists) {
 			return api.StoreInfo{}, api.AlreadyExists("rollout store %q already exists", name).WithCause(err)
 		}
@@ -117,7 +112,10 @@ func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, e
 	rdr, err := array.NewRecordReader(rollout.Schema(), nil)
 	if err == nil {
 		var ds *lance.Dataset
-		ds, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
+		// The table carries the incarnation every writer checks, and starts past the
+		// history of a deleted store of the same name (registry.Entry.FirstVersion).
+		ds, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate,
+			Config: map[string]string{wal.IncarnationKey: entry.Incarnation}, FirstVersion: entry.FirstVersion})
 		rdr.Release()
 		if err == nil {
 			s.log.Info("worker: store created", "store", name, "version", ds.Version())
@@ -131,6 +129,34 @@ func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, e
 			"err", derr, "create_err", err)
 	}
 	return api.StoreInfo{}, fmt.Errorf("worker: create base table of %q: %w", name, err)
+}
+
+// clearRemnant makes the place of a store about to be created empty. A dataset there
+// that the registry does not know is not ours to take over or to clean up (another
+// tool's table, an operator's copy): 409. The exception is what a writer of a deleted
+// incarnation of the name left after the delete (its table carries that incarnation,
+// and the registry's tombstone names it): that is removed.
+func (s *Server) clearRemnant(ctx context.Context, name string, st objstore.Store) error {
+	ds, err := lance.OpenStore(ctx, st)
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if inc := wal.Incarnation(ds); inc != "" {
+		t, ok, err := s.registry.Tombstone(ctx, name)
+		if err != nil {
+			return err
+		}
+		if ok && t.Incarnation == inc {
+			s.log.Warn("worker: removing what a writer of the deleted store left at its place", "store", name,
+				"incarnation", inc, "version", ds.Version())
+			return s.registry.Purge(ctx, name)
+		}
+	}
+	return api.Conflict("a dataset (version %d) already exists at %s but is not a registered store; move it away first",
+		ds.Version(), s.registry.DatasetDir(name))
 }
 
 func (s *Server) handleListStores(w http.ResponseWriter, r *http.Request) {
@@ -227,19 +253,19 @@ func (s *Server) Append(ctx context.Context, name string, records []rollout.AddR
 	}
 	start := time.Now()
 	var version uint64
-	err := s.withShard(ctx, name, func(h *handle) error {
-		rec, err := rollout.ToBatch(records, h.shard.Schema())
+	err := s.withWriter(ctx, name, func(h *handle, sh *wal.Shard) error {
+		rec, err := rollout.ToBatch(records, sh.Schema())
 		if err != nil {
 			return err
 		}
 		defer rec.Release()
-		if _, err := h.shard.Append(ctx, rec); err != nil {
+		if _, err := sh.Append(ctx, rec); err != nil {
 			return err
 		}
 		if flush {
 			fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
 			defer cancel()
-			if err := h.shard.Flush(fctx); err != nil {
+			if err := sh.Flush(fctx); err != nil {
 				return fmt.Errorf("rows are durable but sealing them failed: %w", err)
 			}
 		}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/wal"
 )
 
 // backgroundMergeTimeout bounds one background merge pass (a pass is bounded by the
@@ -118,12 +120,15 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	api.WriteJSON(w, status, resp)
 }
 
-// mergeLoop merges, every MergeInterval, the own shard of each resident store that
-// has MergeAfterGenerations sealed generations, at most MergeConcurrency at once
-// (slots shared with requested merges; a busy slot skips the store until the next
-// tick). It also watches the shards' sealers. A pass succeeds when no background
-// merge has failed since the last success, so a store whose merges keep failing
-// turns the health check red.
+// mergeLoop merges, every MergeInterval, the own shard of each resident store that is
+// due: MergeAfterGenerations sealed generations, or one sealed MergeMaxAge ago (the
+// tail of an experiment whose writes stopped). At most MergeConcurrency merges run at
+// once (slots shared with requested merges; a busy slot skips the store until the
+// next tick), and each takes the dataset's merge lock with a single try: a dataset
+// another merger (a master's task, another worker) is merging waits for the next tick.
+// It also watches the shards' sealers. A pass succeeds when no background merge has
+// failed since the last success, so a store whose merges keep failing turns the health
+// check red. It reads memory only: an idle store costs no request here.
 func (s *Server) mergeLoop() {
 	defer close(s.loopDone)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,9 +148,10 @@ func (s *Server) mergeLoop() {
 		case <-t.C:
 		}
 		due := 0
+		now := s.cfg.Now()
 		for _, h := range s.stores.each() {
-			st := h.shard.Stats()
-			if s.cfg.MergeAfterGenerations <= 0 || st.Fenced || st.PendingGenerations < int64(s.cfg.MergeAfterGenerations) {
+			sh := h.shard.Load()
+			if sh == nil || !s.mergeDue(sh.Stats(), now) {
 				s.stores.release(h)
 				continue
 			}
@@ -168,19 +174,22 @@ func (s *Server) mergeLoop() {
 				defer h.merging.Store(false)
 				defer s.freeSlot()
 				mctx, mcancel := context.WithTimeout(ctx, backgroundMergeTimeout)
-				_, err := s.mergeOnce(mctx, h, "background")
+				_, err := s.mergeOnce(mctx, h, sh, "background", 0)
 				mcancel()
 				mu.Lock()
 				defer mu.Unlock()
 				inflight--
-				if err != nil && ctx.Err() == nil {
+				switch {
+				case errors.Is(err, errMergeBusy):
+					// Another merger is folding the dataset in: not a failure.
+				case err != nil && ctx.Err() == nil:
 					failures++
 					lastErr = err.Error()
 					s.log.Warn("worker: background merge failed", "store", h.name, "err", err, "consecutive_failures", failures)
-					if reopenable(err) {
+					if reopenable(err) || errors.Is(err, wal.ErrIncarnation) {
 						s.stores.invalidate(h, err.Error())
 					}
-				} else if err == nil {
+				case err == nil:
 					failures, lastErr = 0, ""
 				}
 			})
@@ -200,15 +209,29 @@ func (s *Server) mergeLoop() {
 	}
 }
 
+// mergeDue tells whether a shard's background merge is due: by count
+// (MergeAfterGenerations) or by the age of its oldest pending generation (MergeMaxAge).
+func (s *Server) mergeDue(st wal.Stats, now time.Time) bool {
+	if st.Fenced || st.Stale || st.PendingGenerations == 0 {
+		return false
+	}
+	if n := s.cfg.MergeAfterGenerations; n > 0 && st.PendingGenerations >= int64(n) {
+		return true
+	}
+	return s.cfg.MergeMaxAge > 0 && !st.OldestPending.IsZero() && now.Sub(st.OldestPending) >= s.cfg.MergeMaxAge
+}
+
 // checkSealers reports the seal loops of the resident shards (they run inside the
 // WAL) as one loop: healthy when no shard has a failing sealer.
 func (s *Server) checkSealers() {
 	worst, why := int64(0), ""
 	for _, h := range s.stores.each() {
-		st := h.shard.Stats()
-		if st.SealConsecutiveFailures > worst {
-			worst = st.SealConsecutiveFailures
-			why = fmt.Sprintf("store %q: %s", h.name, st.LastSealError)
+		if sh := h.shard.Load(); sh != nil {
+			st := sh.Stats()
+			if st.SealConsecutiveFailures > worst {
+				worst = st.SealConsecutiveFailures
+				why = fmt.Sprintf("store %q: %s", h.name, st.LastSealError)
+			}
 		}
 		s.stores.release(h)
 	}

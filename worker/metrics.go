@@ -77,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help: "Merge passes run by the worker (flush included for requested ones), by trigger (request, background).", Buckets: slow},
 			[]string{"trigger"}),
 		mergeOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_wal_cleanup_total",
-			Help: "Merge passes by result (merged, noop, failed, timeout) and kind."}, []string{"result", "kind"}),
+			Help: "Merge passes by result (merged, noop, failed, timeout; busy: another merger of the dataset held its merge lock) and kind."}, []string{"result", "kind"}),
 		mergeReclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_wal_generations_reclaimed_total",
 			Help: "Sealed generations merged into base tables by this worker, by kind."}, []string{"kind"}),
 		mergeSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_self_merge_skipped_total",
@@ -108,7 +108,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	for _, t := range []string{"request", "background"} {
 		m.mergeRequests.WithLabelValues(t)
 	}
-	for _, r := range []string{"merged", "noop", "failed", "timeout"} {
+	for _, r := range []string{"merged", "noop", "failed", "timeout", "busy"} {
 		m.mergeOutcomes.WithLabelValues(r, "rollout")
 	}
 	m.mergeReclaimed.WithLabelValues("rollout")

@@ -33,7 +33,7 @@ func (e *errStreamCut) Unwrap() error { return e.err }
 // snapshot takes a consistent read view of the store: base table, every shard's
 // sealed generations and this worker's unsealed rows.
 func (s *Server) snapshot(ctx context.Context, h *handle) (*wal.Snapshot, error) {
-	sn, err := wal.ReadSnapshot(ctx, h.st, h.shard, wal.ReadOptions{KeyColumn: rollout.KeyColumn})
+	sn, err := h.reader.Snapshot(ctx, h.shard.Load())
 	if err != nil {
 		return nil, err
 	}

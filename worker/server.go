@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/provider"
@@ -170,10 +171,10 @@ func (s *Server) Flush(ctx context.Context, name string) error {
 	if err := api.ValidateName(name); err != nil {
 		return err
 	}
-	err := s.withShard(ctx, name, func(h *handle) error {
+	err := s.withWriter(ctx, name, func(h *handle, sh *wal.Shard) error {
 		fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
 		defer cancel()
-		return h.shard.Flush(fctx)
+		return sh.Flush(fctx)
 	})
 	return s.toAPIError(ctx, err)
 }
@@ -185,10 +186,10 @@ func (s *Server) mergeWAL(ctx context.Context, name string, flush bool) (api.Mer
 		return api.MergeWALResponse{}, err
 	}
 	var out api.MergeWALResponse
-	err := s.withShard(ctx, name, func(h *handle) error {
+	err := s.withWriter(ctx, name, func(h *handle, sh *wal.Shard) error {
 		if flush {
 			fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
-			err := h.shard.Flush(fctx)
+			err := sh.Flush(fctx)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("seal before merge: %w", err)
@@ -200,7 +201,12 @@ func (s *Server) mergeWAL(ctx context.Context, name string, flush bool) (api.Mer
 		}
 		defer s.freeSlot()
 		s.met.mergeSlotWait.Observe(time.Since(start).Seconds())
-		res, err := s.mergeOnce(ctx, h, "request")
+		// A requested merge waits for another merger of the dataset within its deadline.
+		wait := s.cfg.RequestTimeout
+		if d, ok := ctx.Deadline(); ok {
+			wait = time.Until(d)
+		}
+		res, err := s.mergeOnce(ctx, h, sh, "request", wait)
 		if err != nil {
 			return err
 		}
@@ -210,10 +216,36 @@ func (s *Server) mergeWAL(ctx context.Context, name string, flush bool) (api.Mer
 	return out, s.toAPIError(ctx, err)
 }
 
-// mergeOnce runs one merge pass of h's shard (the caller holds a slot).
-func (s *Server) mergeOnce(ctx context.Context, h *handle, trigger string) (wal.MergeResult, error) {
+// errMergeBusy: another merger holds the dataset's merge lock.
+var errMergeBusy = errors.New("worker: another merge of the dataset is running")
+
+// mergeOnce runs one merge pass of sh, h's shard (the caller holds a slot), under the
+// dataset's merge lock when the worker has a MergeLocker: waiting at most lockWait for
+// it (0: a single try, errMergeBusy when it is held).
+func (s *Server) mergeOnce(ctx context.Context, h *handle, sh *wal.Shard, trigger string, lockWait time.Duration) (wal.MergeResult, error) {
 	start := time.Now()
-	res, err := h.shard.Merge(ctx, s.cfg.Merge)
+	if l := s.cfg.MergeLocker; l != nil {
+		lock, err := l.TryLock(ctx, coord.MergeLockName(registryKind, h.name), lockWait)
+		if errors.Is(err, coord.ErrLocked) {
+			s.met.mergeOutcomes.WithLabelValues("busy", registryKind).Inc()
+			return wal.MergeResult{}, fmt.Errorf("merge store %q: %w", h.name, errMergeBusy)
+		}
+		if err != nil {
+			return wal.MergeResult{}, fmt.Errorf("merge store %q: take the merge lock: %w", h.name, err)
+		}
+		defer func() {
+			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = lock.Unlock(uctx)
+		}()
+		// A lost lock (a lease lost in a pause) stops the merge: another merger may
+		// hold it now. The watermark compare-and-swap keeps merges exactly-once anyway.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(lock.Ctx(), stop)()
+	}
+	res, err := sh.Merge(ctx, s.cfg.Merge)
 	if res.Version > 0 {
 		h.noteVersion(res.Version)
 	}
@@ -264,10 +296,10 @@ func (s *Server) tryTakeSlot() bool {
 
 func (s *Server) freeSlot() { <-s.mergeSlots }
 
-// withShard runs f on the store's handle. When the shard turns out to be fenced (a
-// newer writer claimed it), failed (a WAL write's fate is unknown) or closed under
-// it (eviction, deletion), the handle is dropped, the store reopened (which replays
-// and claims a new epoch) and f retried once.
+// withShard runs a read, f, on the store's handle. When the handle turns out to be
+// stale (its shard fenced by a newer writer, failed, or closed under it by eviction or
+// deletion, or its dataset deleted and created again), the handle is dropped, the
+// store reopened and f retried once: a read is idempotent.
 func (s *Server) withShard(ctx context.Context, name string, f func(h *handle) error) error {
 	for attempt := 0; ; attempt++ {
 		h, err := s.stores.acquire(ctx, name)
@@ -275,7 +307,7 @@ func (s *Server) withShard(ctx context.Context, name string, f func(h *handle) e
 			return err
 		}
 		err = f(h)
-		if err != nil && attempt == 0 && reopenable(err) {
+		if err != nil && attempt == 0 && (reopenable(err) || errors.Is(err, wal.ErrIncarnation)) {
 			s.stores.invalidate(h, err.Error())
 			s.stores.release(h)
 			s.met.appendRetries.Inc()
@@ -284,6 +316,47 @@ func (s *Server) withShard(ctx context.Context, name string, f func(h *handle) e
 		s.stores.release(h)
 		return err
 	}
+}
+
+// withWriter runs a write, f, on the store's shard (opened by the first write). A
+// fenced, failed or closed shard is reopened and f retried once, as in withShard. A
+// shard whose dataset was deleted, or deleted and created again, is dropped but f is
+// not retried: the caller wrote for the store as it was, and its rows must not land in
+// a new one. The error then says which happened (404 or 409).
+func (s *Server) withWriter(ctx context.Context, name string, f func(h *handle, sh *wal.Shard) error) error {
+	for attempt := 0; ; attempt++ {
+		h, err := s.stores.acquire(ctx, name)
+		if err != nil {
+			return err
+		}
+		sh, err := s.stores.writer(ctx, h)
+		if err == nil {
+			err = f(h, sh)
+		}
+		switch {
+		case err != nil && attempt == 0 && reopenable(err):
+			s.stores.invalidate(h, err.Error())
+			s.stores.release(h)
+			s.met.appendRetries.Inc()
+			continue
+		case errors.Is(err, wal.ErrIncarnation):
+			s.stores.invalidate(h, err.Error())
+			s.stores.release(h)
+			return s.incarnationErr(ctx, h, err)
+		}
+		s.stores.release(h)
+		return err
+	}
+}
+
+// incarnationErr turns a write refused for a gone incarnation into the answer: 404 when
+// the store no longer exists, 409 when it was created again.
+func (s *Server) incarnationErr(ctx context.Context, h *handle, err error) error {
+	if _, gerr := s.registry.Get(ctx, h.name); errors.Is(gerr, registry.ErrNotFound) {
+		return api.NotFound("rollout store %q was deleted; nothing was written", h.name).WithCause(err)
+	}
+	return api.Conflict("rollout store %q was deleted and created again while this request ran; nothing was written to the new store (retry to write to it)",
+		h.name).WithCause(err)
 }
 
 // reopenable errors are cured by reopening the shard.
@@ -296,7 +369,7 @@ func reopenable(err error) bool {
 }
 
 // headroom is the smallest distance to the pending-generation cap among the
-// resident stores (memory only).
+// resident stores with a shard open (memory only).
 func (s *Server) headroom() int64 {
 	hs := s.stores.each()
 	defer func() {
@@ -306,8 +379,10 @@ func (s *Server) headroom() int64 {
 	}()
 	best := int64(s.cfg.MaxPendingGenerations)
 	for _, h := range hs {
-		st := h.shard.Stats()
-		best = min(best, max(int64(st.MaxPendingGenerations)-st.DatasetPending, 0))
+		if sh := h.shard.Load(); sh != nil {
+			st := sh.Stats()
+			best = min(best, max(int64(st.MaxPendingGenerations)-st.DatasetPending, 0))
+		}
 	}
 	return best
 }

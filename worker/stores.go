@@ -40,20 +40,31 @@ const (
 	stateDeleting
 )
 
-// handle is the one open instance of a store in this process: its dataset view and
-// its WAL shard. A process never has two shards of one dataset: a name maps to at
-// most one handle until that handle is fully closed.
+// handle is the one open instance of a store in this process: one incarnation of its
+// dataset (registry.Entry), the read state it shares across requests, and, once a
+// request wrote to it, its WAL shard. A process never has two shards of one dataset: a
+// name maps to at most one handle until that handle is fully closed.
+//
+// Opening a handle only reads (the registry entry, the base table's latest version);
+// the shard, whose claim writes a manifest, is opened by the first write. So a store
+// that is only read costs no write, and between reads no request at all.
 type handle struct {
-	name  string
-	st    objstore.Store // rooted at the dataset directory
-	shard *wal.Shard
+	name   string
+	st     objstore.Store // rooted at the dataset directory
+	entry  registry.Entry // the incarnation this handle serves
+	reader *wal.Reader
+	// replay: this worker's shard has entries no generation covers (set by open).
+	replay bool
+	// shard is nil until the first write opens it (stores.writer).
+	shard atomic.Pointer[wal.Shard]
 
 	// Guarded by stores.mu.
-	state  handleState
-	refs   int
-	elem   *list.Element
-	broken bool   // fenced or failed: never handed out again
-	reason string // why it is being closed
+	state        handleState
+	refs         int
+	elem         *list.Element
+	broken       bool          // fenced, failed or stale: never handed out again
+	reason       string        // why it is being closed
+	shardOpening chan struct{} // non-nil while a request opens the shard
 
 	ready  chan struct{} // closed when opening ends (either way)
 	closed chan struct{} // closed when the shard is closed (or the store deleted)
@@ -221,17 +232,27 @@ func (ss *stores) openAndPublish(ctx context.Context, h *handle) (*handle, error
 	victims := ss.evictLocked()
 	ss.mu.Unlock()
 	ss.closeAll(victims)
+	if h.replay {
+		// Acknowledged rows of this worker's previous run are in WAL entries only: the
+		// shard is opened now (replayed and sealed), or reads would miss them.
+		if _, err := ss.writer(ctx, h); err != nil {
+			ss.release(h)
+			return nil, fmt.Errorf("worker: replay the WAL of store %q: %w", h.name, err)
+		}
+	}
 	return h, nil
 }
 
-// open checks the registry, opens the base table, adds the rollout columns it lacks
-// (schema evolution, no rewrite) and opens this worker's WAL shard.
+// open checks the registry and reads the base table's latest version: nothing is
+// written and nothing claimed (see writer), unless this worker's shard has entries a
+// previous run acknowledged and did not seal (h.replay).
 func (ss *stores) open(ctx context.Context, h *handle) error {
 	s := ss.srv
-	if _, err := s.registry.Get(ctx, h.name); err != nil {
+	entry, err := s.registry.Get(ctx, h.name)
+	if err != nil {
 		return ss.registryErr(h.name, err)
 	}
-	st := objstore.Prefixed(s.data, s.registry.DatasetDir(h.name))
+	st := objstore.Prefixed(s.data, entry.Dataset)
 	ds, err := lance.OpenStore(ctx, st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
 		return api.NotFound("rollout store %q has no dataset yet (its creation has not completed)", h.name).WithCause(err)
@@ -239,12 +260,88 @@ func (ss *stores) open(ctx context.Context, h *handle) error {
 	if err != nil {
 		return fmt.Errorf("worker: open store %q: %w", h.name, err)
 	}
-	if ds, err = evolve(ctx, ds); err != nil {
-		return fmt.Errorf("worker: add columns to store %q: %w", h.name, err)
+	if inc := wal.Incarnation(ds); inc != entry.Incarnation {
+		// Deleted and created again, and the creation has not written its table yet.
+		return api.Overloaded(time.Second, "rollout store %q is being re-created; retry", h.name).WithCause(wal.ErrIncarnation)
+	}
+	if h.replay, err = wal.Unreplayed(ctx, st, wal.ShardID(s.cfg.WorkerID, entry.Incarnation)); err != nil {
+		return fmt.Errorf("worker: open store %q: %w", h.name, err)
+	}
+	h.st, h.entry = st, entry
+	h.reader = wal.NewReader(st, wal.ReaderOptions{KeyColumn: rollout.KeyColumn, Base: ds, KeyCache: s.keyCache,
+		KeyCacheScope: fmt.Sprintf("store %s %p", h.name, h)})
+	h.noteVersion(ds.Version())
+	s.log.Debug("worker: store opened", "store", h.name, "version", ds.Version(), "incarnation", entry.Incarnation)
+	return nil
+}
+
+// writer returns h's WAL shard, opening it on the first call: the base table gains the
+// rollout columns it lacks, and the shard is claimed (a new epoch, fencing any earlier
+// writer of this worker's shard) and replays what was not sealed. Concurrent callers
+// wait for one opener with their own context. A handle closed meanwhile answers
+// wal.ErrClosed, which makes the request take a fresh handle.
+func (ss *stores) writer(ctx context.Context, h *handle) (*wal.Shard, error) {
+	for {
+		if sh := h.shard.Load(); sh != nil {
+			return sh, nil
+		}
+		ss.mu.Lock()
+		if h.broken || (h.state != stateResident && h.state != stateDraining) {
+			ss.mu.Unlock()
+			return nil, wal.ErrClosed
+		}
+		if wait := h.shardOpening; wait != nil {
+			ss.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		opening := make(chan struct{})
+		h.shardOpening = opening
+		ss.mu.Unlock()
+		sh, err := ss.openShard(ctx, h)
+		ss.mu.Lock()
+		h.shardOpening = nil
+		close(opening)
+		closing := h.broken || (h.state != stateResident && h.state != stateDraining)
+		if err == nil && !closing {
+			h.shard.Store(sh)
+		}
+		ss.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if closing {
+			// Closed while the shard opened: the close did not see it, so stop it here.
+			cctx, cancel := context.WithTimeout(context.Background(), ss.srv.cfg.CloseTimeout)
+			_ = sh.Close(cctx)
+			cancel()
+			return nil, wal.ErrClosed
+		}
+		return sh, nil
+	}
+}
+
+// openShard adds missing rollout columns and opens this worker's shard of h's
+// incarnation.
+func (ss *stores) openShard(ctx context.Context, h *handle) (*wal.Shard, error) {
+	s := ss.srv
+	ds, err := lance.OpenStore(ctx, h.st)
+	if err != nil {
+		return nil, fmt.Errorf("worker: open store %q: %w", h.name, err)
+	}
+	if _, err = evolve(ctx, ds, h.entry.Incarnation); err != nil {
+		return nil, fmt.Errorf("worker: add columns to store %q: %w", h.name, err)
 	}
 	shard, err := wal.Open(ctx, wal.Options{
-		Store:                 st,
+		Store:                 h.st,
 		WorkerID:              s.cfg.WorkerID,
+		Incarnation:           h.entry.Incarnation,
+		Current:               ss.confirmIncarnation(h.name, h.entry.Incarnation),
+		Reader:                h.reader,
 		KeyColumn:             rollout.KeyColumn,
 		SealBytes:             s.cfg.SealBytes,
 		SealInterval:          s.cfg.SealInterval,
@@ -261,20 +358,39 @@ func (ss *stores) open(ctx context.Context, h *handle) error {
 		Metrics:               s.walMet,
 	})
 	if err != nil {
-		return fmt.Errorf("worker: open WAL shard of store %q: %w", h.name, err)
+		return nil, fmt.Errorf("worker: open WAL shard of store %q: %w", h.name, err)
 	}
-	h.st = st
-	h.shard = shard
-	h.noteVersion(ds.Version())
-	s.log.Debug("worker: store opened", "store", h.name, "version", ds.Version(), "epoch", shard.Epoch())
-	return nil
+	s.log.Debug("worker: store shard opened", "store", h.name, "epoch", shard.Epoch(), "shard", shard.ID())
+	return shard, nil
+}
+
+// confirmIncarnation is the shard's incarnation check (wal.Options.Current): the
+// registry entry of name must still be the incarnation the shard writes for. It runs
+// alongside every WAL entry put: one small read per group commit.
+func (ss *stores) confirmIncarnation(name, incarnation string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		e, err := ss.srv.registry.Get(ctx, name)
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			return fmt.Errorf("%w: rollout store %q was deleted", wal.ErrIncarnation, name)
+		case err != nil:
+			return err
+		case e.Incarnation != incarnation:
+			return fmt.Errorf("%w: rollout store %q was deleted and created again", wal.ErrIncarnation, name)
+		}
+		return nil
+	}
 }
 
 // evolve adds the nullable rollout columns the base table lacks, as all-null columns
 // (a schema-only commit). Two workers racing the same upgrade both succeed: the loser
-// of the commit re-reads the latest version, where the columns now exist.
-func evolve(ctx context.Context, ds *lance.Dataset) (*lance.Dataset, error) {
+// of the commit re-reads the latest version, where the columns now exist. It never
+// commits to another incarnation than the one it was asked for.
+func evolve(ctx context.Context, ds *lance.Dataset, incarnation string) (*lance.Dataset, error) {
 	for attempt := 0; ; attempt++ {
+		if inc := wal.Incarnation(ds); inc != incarnation {
+			return nil, fmt.Errorf("%w: the base table is incarnation %q, not %q", wal.ErrIncarnation, inc, incarnation)
+		}
 		missing := missingColumns(ds.Schema().Arrow(), rollout.Schema())
 		if len(missing) == 0 {
 			return ds, nil
@@ -282,6 +398,9 @@ func evolve(ctx context.Context, ds *lance.Dataset) (*lance.Dataset, error) {
 		next, err := ds.AddNullColumns(ctx, missing)
 		if err == nil {
 			return next, nil
+		}
+		if errors.Is(err, lance.ErrDatasetReplaced) {
+			return nil, fmt.Errorf("%w: %v", wal.ErrIncarnation, err)
 		}
 		if !errors.Is(err, lance.ErrConflict) || attempt >= 3 {
 			return nil, err
@@ -373,16 +492,29 @@ func (ss *stores) closeAll(hs []*handle) {
 	}
 }
 
-// closeNow closes h's shard (sealing it) and forgets h.
+// closeNow closes h's shard (sealing it) and forgets h. A shard being opened by a
+// request is waited for (bounded by ctx): that request closes it itself when it sees
+// the handle closing, and only then may another handle of the name open its own.
 func (ss *stores) closeNow(ctx context.Context, h *handle) {
 	start := time.Now()
-	err := h.shard.Close(ctx)
-	result := "ok"
-	if err != nil {
-		result = "error"
-		ss.srv.log.Warn("worker: store close failed; its unsealed rows are replayed on the next open", "store", h.name,
-			"reason", h.reason, "err", err)
+	ss.mu.Lock()
+	opening := h.shardOpening
+	ss.mu.Unlock()
+	if opening != nil {
+		select {
+		case <-opening:
+		case <-ctx.Done():
+		}
 	}
+	result := "ok"
+	if sh := h.shard.Load(); sh != nil {
+		if err := sh.Close(ctx); err != nil {
+			result = "error"
+			ss.srv.log.Warn("worker: store close failed; its unsealed rows are replayed on the next open", "store", h.name,
+				"reason", h.reason, "err", err)
+		}
+	}
+	h.reader.Close()
 	ss.srv.met.storeCloses.WithLabelValues(h.reason, result).Inc()
 	ss.mu.Lock()
 	if ss.m[h.name] == h {
@@ -442,12 +574,26 @@ func (ss *stores) delete(ctx context.Context, name string) error {
 		ss.mu.Unlock()
 	}()
 	if old != nil {
-		// The data goes next, so sealing the memtable would be wasted work: Close with a
-		// done context stops the loops and waits for any seal in flight, after which
-		// this process writes nothing more under the dataset.
-		cctx, cancel := context.WithCancel(ctx)
-		cancel()
-		_ = old.shard.Close(cctx)
+		// The data goes next, so sealing the memtable would be wasted work: Stop waits
+		// for the storage step in flight, after which this process writes nothing
+		// more under the dataset. (Another worker still holding the store is fenced by
+		// the incarnation check, not by this.)
+		ss.mu.Lock()
+		opening := old.shardOpening
+		ss.mu.Unlock()
+		if opening != nil {
+			select {
+			case <-opening:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if sh := old.shard.Load(); sh != nil {
+			cctx, cancel := context.WithTimeout(ctx, ss.srv.cfg.CloseTimeout)
+			_ = sh.Stop(cctx)
+			cancel()
+		}
+		old.reader.Close()
 		ss.srv.met.storeCloses.WithLabelValues("deleted", "ok").Inc()
 	}
 	if err := ss.srv.registry.Delete(ctx, name); err != nil {

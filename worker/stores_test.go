@@ -18,7 +18,6 @@ import (
 	"github.com/lancectx/lancectx/internal/oracle"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
-	"github.com/lancectx/lancectx/registry"
 	"github.com/lancectx/lancectx/rollout"
 )
 
@@ -150,7 +149,9 @@ func TestSchemaEvolution(t *testing.T) {
 	}
 	rdr.Release()
 	oldRec.Release()
-	if _, err := registry.New(data, "rollout").Create(t.Context(), "legacy", time.Now()); err != nil {
+	// A registry entry of that time: no incarnation (its table has none either).
+	legacyEntry := `{"name":"legacy","kind":"rollout","dataset":"legacy.rollout.lance","created_at":"2026-11-01T00:00:00Z"}`
+	if err := objstore.PutBytes(t.Context(), data, "_registry/rollout/legacy.json", []byte(legacyEntry)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,0 +1,46 @@
+package coord_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/coord/etcdtest"
+)
+
+// TestSkippedTaskIsNoFailure: a task that found nothing to act on (its target was
+// deleted) ends skipped with its reason, lets its dependents run and counts toward no
+// cooldown, however often it happens.
+func TestSkippedTaskIsNoFailure(t *testing.T) {
+	t.Parallel()
+	cl := etcdtest.Start(t)
+	c := connect(t, cl.Endpoints(), 5*time.Second, nil)
+	q := newQueue(t, c, coord.DefaultQueueConfig())
+	ctx := testCtx(t, 20*time.Second)
+
+	for range 3 {
+		a := enqueue(t, q, coord.TaskSpec{Kind: "cleanup", Target: "gone"})
+		b := enqueue(t, q, coord.TaskSpec{Kind: "compact", Target: "gone", DependsOn: []string{a.ID}})
+		ca := tryClaim(t, q, "e", "cleanup")
+		if err := ca.Skip(ctx, "store gone was deleted"); err != nil {
+			t.Fatal(err)
+		}
+		got := getTask(t, q, a.ID)
+		if got.State != coord.StateSkipped || got.Detail != "store gone was deleted" || !got.State.Terminal() {
+			t.Fatalf("skipped task: %+v", got)
+		}
+		if dep := getTask(t, q, b.ID); dep.Waiting {
+			t.Fatalf("the dependent of a skipped task still waits: %+v", dep)
+		}
+		cb := tryClaim(t, q, "e", "compact")
+		if err := cb.Skip(ctx, "store gone was deleted"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cds, err := q.ListCooldowns(ctx); err != nil || len(cds) != 0 {
+		t.Fatalf("skips started a cooldown: %+v %v", cds, err)
+	}
+	if again := enqueue(t, q, coord.TaskSpec{Kind: "cleanup", Target: "gone"}); !again.NotBefore.IsZero() || again.Failures != 0 {
+		t.Fatalf("a task after three skips is delayed: %+v", again)
+	}
+}
