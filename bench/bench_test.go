@@ -582,14 +582,17 @@ func TestReportKeepsLegacySectionsAndReadsTests(t *testing.T) {
 		ev("output", coordPkg, testThousandTasks+"/sub", "    sub: ignored\n", 0),
 		ev("fail", coordPkg, testThousandTasks, "", 3.31),
 		ev("output", coordPkg, testOrphan, "    queue_test.go:309: second executor claimed the task 2.391s after the first vanished\n", 0),
+		// A passing test whose logged failover misses the target: the report judges it.
+		ev("output", coordPkg, testEtcdLeaderLoss, "    election_test.go:254: new leader 4.8s after the old one was killed (lease TTL 3s)\n", 0),
+		ev("pass", coordPkg, testEtcdLeaderLoss, "", 9.5),
 		"not json: build output",
 	}, "\n")+"\n")
 	runs, err := TestFigures(goTest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 3 || runs[0].Test != testLeaderCrash || !runs[0].Passed || runs[0].Elapsed != 2.51 || len(runs[0].Log) != 1 ||
-		runs[1].Passed || runs[2].Test != testOrphan || runs[2].Passed {
+	if len(runs) != 4 || runs[0].Test != testLeaderCrash || !runs[0].Passed || runs[0].Elapsed != 2.51 || len(runs[0].Log) != 1 ||
+		runs[1].Passed || runs[2].Test != testEtcdLeaderLoss || !runs[2].Passed || runs[3].Test != testOrphan || runs[3].Passed {
 		t.Fatalf("test figures: %+v", runs)
 	}
 	incident := write("master.json", strings.Join([]string{
@@ -633,9 +636,11 @@ func TestReportKeepsLegacySectionsAndReadsTests(t *testing.T) {
 	md := buf.String()
 	for _, want := range []string{
 		// The legacy sections, converted, with their summary rows.
-		"<!-- section: storage | measured: 2026-11-30T07:21:54Z | command: bench/run.sh --no-maintenance -->\n## Storage layer vs LanceDB (issue 2)\n\nSame machine",
+		"<!-- section: storage | measured: 2026-11-30T07:21:54Z | commit: unknown | code: — | command: bench/run.sh --no-maintenance -->\n## Storage layer vs LanceDB (issue 2)\n\n" + freshBegin,
+		freshEnd + "\n\nSame machine",
 		"\n### Run\n",
-		"<!-- section: maintenance | measured: 2026-11-30T08:13:28Z | command: bench/run.sh --maintenance-only -->\n## Maintenance (issue 3)\n\nThe backlog.",
+		"<!-- section: maintenance | measured: 2026-11-30T08:13:28Z | commit: unknown | code: — | command: bench/run.sh --maintenance-only -->\n## Maintenance (issue 3)\n\n" + freshBegin,
+		freshEnd + "\n\nThe backlog.",
 		"| 2.1 | 1. write new dataset, as shipped (lancectx fsyncs, LanceDB does not) | 506.7k rows/s | 444.4k rows/s | 1.14 | 1.20 | >= 1.0 | yes | `bench/run.sh --no-maintenance`, 2026-11-30T07:21:54Z |",
 		"| 2.11 | 5. memory growth 100.0k -> 1.00M rows (peak ratio) | 1.10x |",
 		"| 2.12 | 5. memory growth 1.00M -> 3.00M rows, beyond the benchmark size (peak ratio) | 0.99x |",
@@ -649,6 +654,7 @@ func TestReportKeepsLegacySectionsAndReadsTests(t *testing.T) {
 		"| 4.7 | 4. a claimed task whose executor vanishes is re-queued and completed by another executor (test run) | another executor claimed it 2.391s after the first vanished (the test's lease TTL: 2 s); test FAILED after 0.0 s | — | — | — | re-queued, completed | no | test run: `go test -run '^" + testOrphan + "$' ./coord` (in `bench/run.sh --only coord,worker,master`), 2026-12-01T00:00:00Z |",
 		"| 4.8 | 4. 1000 tasks across 4 executors: each executed and completed exactly once, dedupe and dependencies honoured (test run) | 1000 tasks finished exactly once in 2.362s, per executor [262 243 243 252]; test FAILED after 3.3 s | — | — | — | exactly once | no |",
 		"| 4.1 | 1. two holders never both in the critical section, across goroutines of one process and across processes | — (" + testMutualExclusion + " did not run) |",
+		"| 4.6 | 3. same on a 3-member etcd cluster after its raft leader was killed (test run) | then the planner leader killed: new leader after 4.8s (lease TTL 3s); test passed in 9.5 s | — | — | — | <= lease TTL + 1.5 s (expiry sweep, raft round) | no |",
 		// Issue 6: the incident test's figures.
 		"| 6.5 | 4. incident test: 6 masters, _stats of 68,001 versions, 20 ms store whose bulk delete fails part-way, a wedged stats writer: consecutive sweep intervals missed, worst loop (test run) | 2 (worst loop compaction_sweep);",
 		"| <= 2 | yes | test run: `go test -run '^" + testIncident + "$' ./master`",
@@ -689,7 +695,8 @@ func TestReportKeepsLegacySectionsAndReadsTests(t *testing.T) {
 func TestCoordBench(t *testing.T) {
 	var r CoordResult
 	runMain(t, &r, "coord", "--reps", "1", "--trylock-wait", "200ms", "--failover=false")
-	if !r.TryLockLocked || len(r.TryLockSeconds) != 1 || r.TryLockSeconds[0] < 0.2 || r.TryLockSeconds[0] > 2 ||
+	// The times are the benchmark's figures, judged by the report; here: the shape.
+	if !r.TryLockLocked || len(r.TryLockSeconds) != 1 || r.TryLockSeconds[0] <= 0 ||
 		len(r.CancelledLockMS) != 20 || len(r.CancelWaitingMS) != 1 || r.LeaseTTLSeconds != 5 || len(r.FailoverSeconds) != 0 {
 		t.Fatalf("coord: %+v", r)
 	}

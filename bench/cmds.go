@@ -42,9 +42,13 @@ Every command prints one JSON object on stdout (test-figures: one per test; repo
   lancebench open         --uri DIR [--iters N]
   lancebench gen-versions --uri DIR [--versions N] [--fragments N]
   lancebench digest       --rows N [--batch N] [--seed S]
-  lancebench report       --in results.jsonl --meta meta.json [--previous RESULTS.md]
+  lancebench report       --in results.jsonl --meta meta.json [--previous RESULTS.md] [--repo .]
                           (markdown on stdout; sections absent from the results are kept
-                          from --previous)
+                          from --previous; with --repo every section records its commit
+                          and is marked stale when the code it measures changed since)
+  lancebench report       --restamp --previous RESULTS.md --repo .
+                          (no run: the same report, its stale marks checked again)
+  lancebench code-tree    --repo .   (the tree id of the measured code in the working tree)
 
 Maintenance (issue 3):
   lancebench gen-history  --uri DIR [--versions N] [--keys K] [--seed S] [--plain-store]
@@ -113,6 +117,9 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		in         = fset.String("in", "", "report: results JSON lines")
 		meta       = fset.String("meta", "", "report: run metadata JSON")
 		previous   = fset.String("previous", "", "report: earlier RESULTS.md whose sections this run lacks are kept")
+		previousIn = fset.String("previous-in-repo", "bench/RESULTS.md", "report: --previous's path in --repo (its history dates old sections)")
+		repo       = fset.String("repo", "", "report, code-tree: git checkout whose code the figures measure (empty: commits not tracked)")
+		restamp    = fset.Bool("restamp", false, "report: no run; keep every section of --previous and mark what changed since")
 		keys       = fset.Int("keys", DefaultHistoryKeys, "gen-history: experiments (rows) of the stats table")
 		plainStore = fset.Bool("plain-store", false, "gen-history: list _versions/ from disk on every commit (diagnosis)")
 		from       = fset.String("from", "", "link: fixture directory to copy")
@@ -269,10 +276,21 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return nil
 	case "report":
-		if *in == "" || *meta == "" {
-			return fmt.Errorf("%w: report needs --in and --meta", ErrUsage)
+		if (*in == "" || *meta == "") != *restamp || *restamp && *previous == "" {
+			return fmt.Errorf("%w: report needs --in and --meta, or --restamp and --previous", ErrUsage)
 		}
-		return Report(*in, *meta, *previous, stdout)
+		return Report(ctx, ReportInput{Results: *in, Meta: *meta, Previous: *previous, PreviousInRepo: *previousIn,
+			Repo: *repo, Restamp: *restamp}, stdout)
+	case "code-tree":
+		if *repo == "" {
+			return fmt.Errorf("%w: code-tree needs --repo", ErrUsage)
+		}
+		tree, err := gitRepo{dir: *repo}.worktreeTree(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, tree)
+		return err
 	default:
 		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, cmd, Usage)
 	}

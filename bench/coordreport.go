@@ -82,6 +82,7 @@ var (
 	orphanRE         = regexp.MustCompile(`second executor claimed the task (\S+) after the first vanished`)
 	thousandRE       = regexp.MustCompile(`4 executors finished (\d+) tasks in (\S+) \(per executor (\[[^\]]*\])\)`)
 	enqueuedRE       = regexp.MustCompile(`enqueued (\d+) requests \((\d+) tasks\) in (\S+)`)
+	tryLockRE        = regexp.MustCompile(`TryLock\(2s\) returned ErrLocked after (\S+)`)
 )
 
 // coordReport renders the section of issue 4. Its targets are test bounds: the rows
@@ -94,24 +95,44 @@ func coordReport(e *emitter, meta Meta, results []Result) {
 	detail := func(format string, args ...any) { details = append(details, fmt.Sprintf(format, args...)) }
 	tests := testRuns(results, benchCoordTests)
 	benches := decodeAs[CoordResult](pick(results, benchCoord, SideGo, ""))
-	p("The targets of issue 4 are bounds its acceptance tests check on embedded etcd. Rows marked \"test run\" are the outcome and the logged figures ")
-	p("of those tests, run by bench/run.sh with `go test -json`; `lancebench coord` (bench/coordbench.go) measures the lock and failover bounds ")
-	p("again with production settings (lease TTL 5 s, the minimum; the tests use 2-3 s leases to run quickly). There is no LanceDB peer.\n\n")
+	p("The targets of issue 4 are the behaviour its acceptance tests check on embedded etcd and the time bounds of its locks and failover. Rows marked \"test run\" are the outcome ")
+	p("of those tests, run by bench/run.sh with `go test -json`, and the figures they log, which this report holds to the targets (the tests assert outcomes, ")
+	p("not times); `lancebench coord` (bench/coordbench.go) measures the lock and failover bounds with production settings (lease TTL 5 s, the minimum; ")
+	p("the tests use 2-3 s leases to run quickly). There is no LanceDB peer.\n\n")
 	p("%s", tableHeader)
 
 	missing := func(name string) string { return "— (" + name + " did not run)" }
-	testRow := func(id, title, name, target string, figure func(TestRun) string) {
+	// judgedRow is a test's row whose target the report judges from the figure the
+	// test logs (the tests bound no time themselves): met needs the test passed and
+	// the figure within the target.
+	judgedRow := func(id, title, name, target string, figure func(TestRun) (string, bool)) {
 		run, ok := tests[name]
 		if !ok {
 			e.row(tableRow{id: id, title: title, lancectx: missing(name), lancedb: "—", ratio: "—", cpuRatio: "—", target: target, met: "not measured"})
 			return
 		}
 		fig := testVerdict(run)
-		if f := figure(run); f != "" {
+		f, within := figure(run)
+		if f != "" {
 			fig = f + "; " + fig
 		}
 		e.row(tableRow{id: id, title: title + " (test run)", lancectx: fig, lancedb: "—", ratio: "—", cpuRatio: "—", target: target,
-			met: yesNo(run.Passed), source: testSource(meta, run)})
+			met: yesNo(run.Passed && within), source: testSource(meta, run)})
+	}
+	testRow := func(id, title, name, target string, figure func(TestRun) string) {
+		judgedRow(id, title, name, target, func(run TestRun) (string, bool) { return figure(run), true })
+	}
+	// failoverFigure reads a failover time and its lease TTL from a test's log and
+	// holds it to TTL + slack.
+	failoverFigure := func(re *regexp.Regexp, format string, slack float64) func(TestRun) (string, bool) {
+		return func(run TestRun) (string, bool) {
+			m := logMatch(run, re)
+			if m == nil {
+				return "figure not found in the test's log", false
+			}
+			took, ttl := seconds(m[1]), seconds(m[2])
+			return fmt.Sprintf(format, m[1], m[2]), took >= 0 && ttl > 0 && took <= ttl+slack
+		}
 	}
 	testRow("4.1", "1. two holders never both in the critical section, across goroutines of one process and across processes", testMutualExclusion, "never",
 		func(TestRun) string { return "" })
@@ -175,32 +196,31 @@ func coordReport(e *emitter, meta Meta, results []Result) {
 			detail("- 3. failover seconds after SIGKILL %s; fencing tokens (killed leader, successor) %v", fmtVals(failover), benches[len(benches)-1].Tokens)
 		}
 	} else {
-		testRow("4.3", "2. TryLock with a 2 s wait while another holder keeps the lock returns within 2.5 s", testTryLock, "<= 2.5 s",
-			func(TestRun) string { return "the test asserts 2 s <= time <= 2.5 s" })
-		testRow("4.4", "2. Lock with a cancelled context returns at once", testCancelledLock, "< 50 ms",
-			func(TestRun) string {
-				return "the test asserts < 50 ms, and < 100 ms for a waiting Lock after its cancel"
+		judgedRow("4.3", "2. TryLock with a 2 s wait while another holder keeps the lock returns within 2.5 s", testTryLock, "<= 2.5 s",
+			func(run TestRun) (string, bool) {
+				m := logMatch(run, tryLockRE)
+				if m == nil {
+					return "figure not found in the test's log (lancebench coord measures it)", false
+				}
+				took := seconds(m[1])
+				return "ErrLocked after " + m[1], took >= 2 && took <= 2.5
+			})
+		judgedRow("4.4", "2. Lock with a cancelled context returns at once", testCancelledLock, "< 50 ms",
+			func(TestRun) (string, bool) {
+				return "the test checks the outcome only; the time is lancebench coord's, which did not run", false
 			})
 	}
 	if _, have := e.has("4.5"); !have {
-		testRow("4.5", "3. planner leader killed (client closed without revoking its lease): new leader elected", testLeaderCrash, "<= lease TTL + 1 s (etcd's expiry sweep)",
-			func(run TestRun) string {
-				if m := logMatch(run, leaderCrashRE); m != nil {
-					return fmt.Sprintf("%s (lease TTL %s)", m[1], m[2])
-				}
-				return ""
-			})
+		judgedRow("4.5", "3. planner leader killed (client closed without revoking its lease): new leader elected", testLeaderCrash, "<= lease TTL + 1 s (etcd's expiry sweep)",
+			failoverFigure(leaderCrashRE, "%s (lease TTL %s)", 1))
 	}
-	testRow("4.6", "3. same on a 3-member etcd cluster after its raft leader was killed", testEtcdLeaderLoss, "<= lease TTL + 1.5 s (expiry sweep, raft round)",
-		func(run TestRun) string {
-			var parts []string
+	judgedRow("4.6", "3. same on a 3-member etcd cluster after its raft leader was killed", testEtcdLeaderLoss, "<= lease TTL + 1.5 s (expiry sweep, raft round)",
+		func(run TestRun) (string, bool) {
+			fig, ok := failoverFigure(etcdLossRE, "then the planner leader killed: new leader after %s (lease TTL %s)", 1.5)(run)
 			if m := logMatch(run, raftLeaderRE); m != nil {
-				parts = append(parts, "new raft leader after "+m[1])
+				fig = "new raft leader after " + m[1] + "; " + fig
 			}
-			if m := logMatch(run, etcdLossRE); m != nil {
-				parts = append(parts, fmt.Sprintf("then the planner leader killed: new leader after %s (lease TTL %s)", m[1], m[2]))
-			}
-			return strings.Join(parts, "; ")
+			return fig, ok
 		})
 	testRow("4.7", "4. a claimed task whose executor vanishes is re-queued and completed by another executor", testOrphan, "re-queued, completed",
 		func(run TestRun) string {

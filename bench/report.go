@@ -102,6 +102,12 @@ type Meta struct {
 	MasterNotes []string `json:"master_notes"`
 	// Durations is the wall time of each section of the run.
 	Durations []SectionTime `json:"durations"`
+	// Commit is the commit checked out when the run built its binaries (git rev-parse
+	// HEAD); CodeTree the tree object of the working tree's measured paths then
+	// (lancebench code-tree), which differs from Commit's where changes were not
+	// committed. Empty: the code is unknown (no git).
+	Commit   string `json:"commit"`
+	CodeTree string `json:"code_tree"`
 }
 
 // SectionTime is how long one section of a run took.
@@ -329,6 +335,9 @@ func (e *emitter) runFooter(meta Meta, versions string, extra, notes, details []
 	p := e.p
 	p("\n### Run\n\n")
 	p("- command: `%s`\n- date: %s\n", meta.Command, meta.Date)
+	if meta.Commit != "" {
+		p("- commit: %s (what each section measured and whether it changed since: the paragraph under its heading)\n", meta.Commit)
+	}
 	p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
 	p("- versions: %s\n", versions)
 	for _, l := range extra {

@@ -7,9 +7,19 @@
 # interleaved (the order alternates every repetition) and the report gives medians.
 #
 #   bench/run.sh [--only SECTIONS | --no-SECTION ...] [--quick] [--no-report] [--reps N] [sizes]
+#   bench/run.sh --restamp
 #
-# Sections (all by default; a run that skips some keeps their rows, marked with the date
-# and command that measured them, from the previous bench/RESULTS.md):
+# Sections are measured and written whole: a run rewrites the sections it runs, and
+# keeps the others, with their summary rows, from the previous bench/RESULTS.md. Every
+# section records the date, command and commit it was measured at (plus "uncommitted"
+# when the build differed from the commit in the code it measures) and a fingerprint
+# of that code (bench/freshness.go lists it per section: packages, benchmark code,
+# go.mod, the section's block of this script). Each time the report is written, a kept
+# section whose code has changed since is marked stale, in its text and in the
+# summary's commit column. --restamp runs nothing and writes the report again, to
+# check the marks against the current tree.
+#
+# Sections (all by default):
 #   storage      issue 2: write, scans, open with 10,000 versions, memory    (~5 min)
 #   maintenance  issue 3: cleanup of a 68,000-version backlog, compaction   (~10 min, fixtures reused)
 #   coord        issue 4: lancebench coord (TryLock, cancelled Lock, SIGKILL failover on
@@ -29,6 +39,8 @@
 #                   to bench/out/run/RESULTS.md, not bench/RESULTS.md
 #   --no-report     leave bench/RESULTS.md alone (report in bench/out/run/RESULTS.md)
 #   --reps N        repetitions of every measurement that repeats (default 3)
+#   --restamp       measure nothing: rewrite bench/RESULTS.md with its stale marks
+#                   checked against the working tree, and list the stale sections
 # Sizes (defaults are the issues' figures):
 #   --rows N               rows of the write/scan data set (1,000,000)
 #   --open-iters N         opens timed inside one process per open measurement (100)
@@ -64,7 +76,7 @@ ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
 COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000
 EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=170000
-ONLY="" SKIP=""
+ONLY="" SKIP="" RESTAMP=0
 declare -A SET=()
 ARGS="$*"
 while [ $# -gt 0 ]; do
@@ -75,6 +87,7 @@ while [ $# -gt 0 ]; do
     --maintenance-only) ONLY=maintenance; shift ;;
     --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
+    --restamp) RESTAMP=1; shift ;;
     --reps) REPS=$2; SET[reps]=1; shift 2 ;;
     --rows) ROWS=$2; SET[rows]=1; shift 2 ;;
     --open-iters) OPEN_ITERS=$2; SET[open]=1; shift 2 ;;
@@ -93,6 +106,15 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+if [ "$RESTAMP" = 1 ]; then
+  # No run: the report again, every section kept, its code checked against the tree.
+  mkdir -p bench/out
+  go build -o bench/out/lancebench ./bench/cmd/lancebench
+  bench/out/lancebench report --restamp --previous bench/RESULTS.md --repo . >bench/out/RESULTS.restamp.md
+  mv bench/out/RESULTS.restamp.md bench/RESULTS.md
+  grep -E '^- .* \(issue [0-9]\): ' bench/RESULTS.md
+  exit 0
+fi
 if [ "$QUICK" = 1 ]; then
   [ -n "${SET[reps]:-}" ] || REPS=1
   [ -n "${SET[rows]:-}" ] || ROWS=50000
@@ -159,6 +181,11 @@ log "building lancebench and worker_bench (sections: $SECTIONS)"
 go build -o "$BIN" ./bench/cmd/lancebench
 WB=$OUT/worker_bench
 go build -o "$WB" ./bench/worker_bench
+# The code this run measures: the commit, and the working tree's content of the
+# measured paths as built now (the report compares it with the commit, and later runs
+# compare it with theirs).
+COMMIT=$(git rev-parse HEAD)
+CODE_TREE=$("$BIN" code-tree --repo .)
 
 gob() { "$BIN" "$@"; }
 peer() { node tests/interop/bench-peer.mjs "$@"; }
@@ -332,16 +359,18 @@ log "cleanup, same store, one pass with VerifyExpired (for reference)"
 fresh
 record maint-cleanup-verify 1 gob cleanup --uri "$CL" --label verify --faults latency=20ms --listing index --older-than 0s --retain-versions 1 --verify-expired
 # 7. The same backlog on local disk, lancectx against LanceDB's optimize, each side on its
-# own identical copy.
+# own identical copy. lancectx runs the cleanup as the master runs it (master/tasks.go
+# runCleanup: VerifyExpired, no DeleteUnverified), over the whole backlog in one pass.
+CLEAN_MASTER=(--older-than 0s --retain-versions 1 --verify-expired --delete-batch 1000 --delete-concurrency 4)
 CGO=$RUN/cleanup-go.lance CLDB=$RUN/cleanup-ldb.lance
 for rep in $(seq 1 "$REPS"); do
   log "cleanup, local disk, repetition $rep/$REPS"
   gob link --from "$HIST" --uri "$CGO" >/dev/null
   gob link --from "$HIST" --uri "$CLDB" >/dev/null
   sync
-  pair maint-cleanup-local "$rep" cleanup --uri "$CGO" --label local "${CLEAN[@]}" -- cleanup --uri "$CLDB" --label local --delete-unverified
+  pair maint-cleanup-local "$rep" cleanup --uri "$CGO" --label local "${CLEAN_MASTER[@]}" -- cleanup --uri "$CLDB" --label local --delete-unverified
   gob link --from "$HIST" --uri "$CGO" >/dev/null && sync
-  record maint-cleanup-local-index "$rep" gob cleanup --uri "$CGO" --label local --listing index "${CLEAN[@]}"
+  record maint-cleanup-local-index "$rep" gob cleanup --uri "$CGO" --label local --listing index "${CLEAN_MASTER[@]}"
 done
 rm -rf "$CL" "$CGO" "$CLDB"
 # 8. Compaction of COMPACT_FRAGMENTS one-row fragments (the open benchmark's fixture shape:
@@ -468,6 +497,7 @@ jq -n \
   --argjson seconds "$((END - START))" \
   --argjson hversions "$HISTORY_VERSIONS" --argjson cfrags "$COMPACT_FRAGMENTS" \
   --argjson durations "[$(IFS=,; echo "${DURATIONS[*]}")]" --arg sections "$SECTIONS" \
+  --arg commit "$COMMIT" --arg code_tree "$CODE_TREE" \
   --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" \
   --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
   --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" \
@@ -475,7 +505,7 @@ jq -n \
   '{command: $command, date: $date, host: $host, nproc: $nproc, cpu: $cpu, ram: $ram, kernel: $kernel,
     go: $go, node: $node, lancedb: $lancedb, arrow_js: $arrow, rows: $rows, reps: $reps, open_iters: $iters,
     versions: $versions, seconds: $seconds, load: $load, history_versions: $hversions, compact_fragments: $cfrags,
-    durations: $durations,
+    durations: $durations, commit: $commit, code_tree: $code_tree,
     notes: [
       "Data: bench/gen.go and tests/interop/bench-peer.mjs generate identical bytes (splitmix32 PRNG; FNV digests compared by bench/bench_test.go). Input batches of 8,192 rows; both sides write one data file (max 1,048,576 rows per file) in Lance file format 2.0.",
       "Write: lancectx times lance.Write over batches generated in memory beforehand; LanceDB times the native createTable on an Arrow IPC file buffer built beforehand (data_storage_version 2.0). Neither time includes data generation. `sync` runs before each timed write.",
@@ -489,7 +519,8 @@ jq -n \
     ],
     maint_notes: [
       "Backlog: `lancebench gen-history` (bench/history.go) commits a stats-shaped table (one experiment per row, 48 experiments) version by version through the lance package: 70% upserts (MergeInsert by experiment, one row three times out of four, else 2-4), 15% deletes of one experiment, 15% appends of absent ones, then the compaction (materialized deletions, one fragment) that a stats maintenance pass runs before its cleanup. Old versions leave manifests, transaction files, data files (every upsert and append) and deletion files (upserts and deletes that hit a fragment with other live rows). It is built once on a store without fsync, checked with the oracle (LanceDB counts its rows), kept in bench/out/ with a marker file saying how it was built, and reused; every measurement runs in a fresh process on a hard-linked copy (`lancebench link`).",
-      "Cleanup options, as a production master would pass them for this backlog: older than 0 s with 1 retained version (the whole backlog, like the first pass of the incident); DeleteUnverified, because a generated history is minutes old, younger than any UnverifiedAge a master would configure (a bound on how long a commit can be in flight, e.g. 1 h for the stats writer whose commits run under deadlines; the Lance default of 7 days would keep every data file here); VerifyExpired off (it proves garbage by reading every removed manifest, one GET per version: the VerifyExpired row shows the cost); batch deletes of 1,000 keys (the S3 DeleteObjects limit), 4 in flight.",
+      "Cleanup options of rows 6, as the master'"'"'s _stats maintenance pass passes them (master/maintenance.go): older than 0 s with 1 retained version (the whole backlog, like the first pass of the incident); DeleteUnverified, because a generated history is minutes old, younger than any UnverifiedAge a master would configure (the pass uses the history TTL: only masters write _stats, with deadline-bound commits; the Lance default of 7 days would keep every data file here); VerifyExpired off (it proves garbage by reading every removed manifest, one GET per version: the VerifyExpired row shows the cost); batch deletes of 1,000 keys (the S3 DeleteObjects limit), 4 in flight.",
+      "Cleanup options of rows 7 (local disk against LanceDB), as the master'"'"'s cleanup task passes them for a rollout store (master/tasks.go runCleanup): VerifyExpired on (every removed manifest is read, so the files that only expired versions reference are proven garbage whatever their age) and DeleteUnverified off; older than 0 s with 1 retained version and no object budget, so the whole backlog goes in one pass like LanceDB'"'"'s; batch deletes of 1,000 keys, 4 in flight. Figures measured before this change ran rows 7 with the options of rows 6 (DeleteUnverified, VerifyExpired off).",
       "Store of rows 6: objstore.FileStore behind fault injection (latency=20ms before every request: each list page of 1,000 keys, get, batch delete), then retries and a limit of 64 requests in flight, as provider.Wrap builds the stores of the service. Passes: Cleanup with MaxObjects 10,000 called again until it reports complete; each pass lists the whole remaining backlog again.",
       "Rows marked diagnosis run the same cleanup with the listing served from an in-memory index of the directory (bench/indexstore.go listIndexStore, built before the timed part by one walk of the directory; its writes and deletes keep it current), under the same faults, retries and limits: objstore.FileStore reads and sorts the whole directory for every List page of 1,000 keys, so walking a directory of n keys costs O(n squared / 1,000), while S3 or Azure answer a page from their index. The difference between the two rows is what FileStore listing costs.",
       "Rows 7: the same backlog on local disk with no injected latency. lancectx: Cleanup as above. LanceDB: tbl.optimize({cleanupOlderThan: new Date(), deleteUnverified: true}); the node API has no cleanup-only call (native optimize runs compaction, prune, index optimization), but the history ends compacted into one fragment without deletions and has no index, so only the prune does work (its compaction stats are in the raw results). Both sides must leave the same files: compared by a digest of the sorted remaining paths.",
@@ -497,7 +528,7 @@ jq -n \
     ],
     coord_notes: [
       "Benchmark (rows 2 and 3; `lancebench coord`, bench/coordbench.go): an embedded etcd member in the lancebench process and two coord clients with the production minimum lease TTL of 5 s. TryLock(stats-writer, 2 s) is called \($coordreps) times while the other client holds the lock; Lock with a context that has already ended 20 times as often; a Lock waiting behind the holder is cancelled \($coordreps) times (time from the cancel to its return). Failover: a `lancebench coord-campaign` subprocess campaigns for the planner role and leads, a client of the benchmark process campaigns behind it, then the subprocess is killed with SIGKILL (no resign, no revoke: its lease must expire); the time runs from the kill to the return of the waiting Campaign, \($coordreps) times. The successor'"'"'s fencing token must be above the dead leader'"'"'s.",
-      "Tests (rows marked test run): `go test -count=1 -json -run ... ./coord/` runs the acceptance tests of issue 4 on embedded etcd (a 3-member cluster where the etcd leader is lost); the report takes each test'"'"'s verdict and the figures it logs (t.Logf). Their leases are 2-3 s so that they finish quickly. The tests assert the bounds themselves (TryLock(2 s) in [2 s, 2.5 s], a cancelled Lock in < 50 ms, failover within the lease TTL + 1 s, or + 1.5 s on 3 members), so a passed test means its bound held in that run."
+      "Tests (rows marked test run): `go test -count=1 -json -run ... ./coord/` runs the acceptance tests of issue 4 on embedded etcd (a 3-member cluster where the etcd leader is lost); the report takes each test'"'"'s verdict and the figures it logs (t.Logf). Their leases are 2-3 s so that they finish quickly. The tests assert outcomes (mutual exclusion, fencing, hand-over, exactly-once), never a wall-clock bound: the report judges the figures they log against the targets (failover within the lease TTL + 1 s, or + 1.5 s on 3 members), and the time bounds of rows 2 and 3 come from lancebench coord."
     ],
     worker_notes: [
       "Ingest (row 1): bench/worker_bench -mode ingest runs worker.Server with its default settings (group commit, at most 1 WAL entry put in flight on file://, seals at 8 MiB or 2 s, background merges after 32 generations) on a file:// data directory (every WAL entry fsynced before the ack) behind a loopback HTTP server, in the same process as its 16 client goroutines: clients and worker share the 2 cores. Each client POSTs /api/v1/rollouts/ingest/records with 10 rows of ~1 KiB JSON (unique ids) back to back; 1 s warm-up, then \($ingest) s measured per repetition. Rows/s counts the rows of the appends started and acked inside the window; latency is request start to 201. CPU per 1,000 rows is the process CPU time (clients included) over the window.",
@@ -516,7 +547,7 @@ jq -n \
     sections: $sections}' >"$RUN/meta.json"
 
 # The report keeps the sections this run skipped from the previous bench/RESULTS.md.
-gob report --in "$RESULTS" --meta "$RUN/meta.json" --previous bench/RESULTS.md >"$RUN/RESULTS.md"
+gob report --in "$RESULTS" --meta "$RUN/meta.json" --previous bench/RESULTS.md --repo . >"$RUN/RESULTS.md"
 if [ "$REPORT" = 1 ]; then
   cp "$RUN/RESULTS.md" bench/RESULTS.md
   DEST=bench/RESULTS.md

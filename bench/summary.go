@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,10 @@ type tableRow struct {
 	title, lancectx, lancedb, ratio, cpuRatio, target, met string
 	// source says what measured the row (summary only); empty: the run's command.
 	source string
+	// commit is the summary's commit cell: the commit the row's section was measured
+	// at and whether the code it measures changed since (written by the report, from
+	// the section's marker and git; never kept from an earlier report).
+	commit string
 }
 
 func (r tableRow) line() string {
@@ -33,12 +38,13 @@ func (r tableRow) line() string {
 }
 
 func (r tableRow) summaryLine() string {
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.id, r.title, r.lancectx, r.lancedb, r.ratio, r.cpuRatio, r.target, r.met, r.source)
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.id, r.title, r.lancectx, r.lancedb, r.ratio, r.cpuRatio, r.target, r.met, r.source,
+		orDash(r.commit))
 }
 
 const (
 	tableHeader   = "| benchmark | lancectx | LanceDB | ratio | CPU-time ratio | target | met? |\n|---|---|---|---|---|---|---|\n"
-	summaryHeader = "| # | benchmark | lancectx | LanceDB | ratio | CPU-time ratio | target | met? | measured by |\n|---|---|---|---|---|---|---|---|---|\n"
+	summaryHeader = "| # | benchmark | lancectx | LanceDB | ratio | CPU-time ratio | target | met? | measured by | commit |\n|---|---|---|---|---|---|---|---|---|---|\n"
 )
 
 // emitter writes a section's markdown and collects its target rows for the summary.
@@ -148,16 +154,30 @@ func sectionOf(id string) string {
 	return "?"
 }
 
-// sectionMarker starts a section of RESULTS.md and records when it was measured.
-const sectionMarkerFormat = "<!-- section: %s | measured: %s | command: %s -->"
+// sectionMarker starts a section of RESULTS.md and records when it was measured, at
+// which commit, the fingerprint of the code it measured (see freshness.go) and the
+// command. Markers written before commits were tracked lack commit and code.
+const sectionMarkerFormat = "<!-- section: %s | measured: %s | commit: %s | code: %s | command: %s -->"
 
-var sectionMarkerRE = regexp.MustCompile(`^<!-- section: ([a-z]+) \| measured: (.*?) \| command: (.*?) -->$`)
+var sectionMarkerRE = regexp.MustCompile(`^<!-- section: ([a-z]+) \| measured: (.*?)(?: \| commit: (.*?) \| code: (\S*))? \| command: (.*?) -->$`)
+
+// sectionMark is what a section's marker says.
+type sectionMark struct {
+	date, command string
+	ref           codeRef
+}
+
+func (m sectionMark) marker(name string) string {
+	return fmt.Sprintf(sectionMarkerFormat, name, m.date, m.ref.markerCommit(), orDash(m.ref.code), m.command)
+}
 
 // previousReport is what a run keeps of the previous RESULTS.md.
 type previousReport struct {
-	sections map[string]string   // name -> text from its marker on
-	measured map[string]string   // name -> date and command
-	summary  map[string]tableRow // target id -> summary row
+	sections map[string]string      // name -> text from its heading on, without the code paragraph
+	marks    map[string]sectionMark // name -> its marker
+	summary  map[string]tableRow    // target id -> summary row
+	// thisRun is the "## This run" part, which a restamp (no run) keeps.
+	thisRun string
 }
 
 const (
@@ -165,8 +185,12 @@ const (
 	summaryEnd   = "<!-- /summary -->"
 )
 
+func newPreviousReport() *previousReport {
+	return &previousReport{sections: map[string]string{}, marks: map[string]sectionMark{}, summary: map[string]tableRow{}}
+}
+
 func parsePrevious(path string) (*previousReport, error) {
-	prev := &previousReport{sections: map[string]string{}, measured: map[string]string{}, summary: map[string]tableRow{}}
+	prev := newPreviousReport()
 	if path == "" {
 		return prev, nil
 	}
@@ -182,8 +206,8 @@ func parsePrevious(path string) (*previousReport, error) {
 		return parseLegacy(text), nil
 	}
 	var cur string
-	var sb strings.Builder
-	inSummary := false
+	var sb, thisRun strings.Builder
+	inSummary, inThisRun, inCode, afterCode := false, false, false, false
 	flush := func() {
 		if cur != "" {
 			prev.sections[cur] = strings.TrimRight(sb.String(), "\n") + "\n"
@@ -196,8 +220,30 @@ func parsePrevious(path string) (*previousReport, error) {
 		line := sc.Text()
 		if m := sectionMarkerRE.FindStringSubmatch(line); m != nil {
 			flush()
-			cur, inSummary = m[1], false
-			prev.measured[cur] = fmt.Sprintf("%s by `%s`", m[2], m[3])
+			cur, inSummary, inThisRun = m[1], false, false
+			prev.marks[cur] = sectionMark{date: m[2], command: m[5], ref: parseMarkerCommit(m[3], strings.Trim(m[4], "—"))}
+			continue
+		}
+		// The code paragraph is the report's to write again.
+		switch {
+		case line == freshBegin:
+			inCode = true
+			continue
+		case inCode:
+			inCode, afterCode = line != freshEnd, line == freshEnd
+			continue
+		case afterCode:
+			afterCode = false
+			if line == "" {
+				continue
+			}
+		}
+		if line == "## This run" && cur == "" {
+			inThisRun = true
+		}
+		if inThisRun {
+			thisRun.WriteString(line + "\n")
+			continue
 		}
 		if line == summaryBegin {
 			inSummary = true
@@ -218,6 +264,7 @@ func parsePrevious(path string) (*previousReport, error) {
 		}
 	}
 	flush()
+	prev.thisRun = strings.TrimRight(thisRun.String(), "\n") + "\n"
 	return prev, sc.Err()
 }
 
@@ -236,35 +283,61 @@ func parseSummaryLine(line string) (tableRow, bool) {
 		return tableRow{}, false
 	}
 	r := tableRow{id: c[0], title: c[1], lancectx: c[2], lancedb: c[3], ratio: c[4], cpuRatio: c[5], target: c[6], met: c[7]}
-	if len(c) > 8 {
-		r.source = strings.Join(c[8:], " | ")
+	switch {
+	case len(c) == 9: // before the commit column
+		r.source = c[8]
+	case len(c) >= 10: // the last cell is the commit, which the report writes again
+		r.source = strings.Join(c[8:len(c)-1], " | ")
 	}
 	return r, true
 }
 
-// Report renders RESULTS.md from the results of a run and its metadata. previousPath,
-// when set and readable, supplies the sections the results do not cover.
-func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
-	mb, err := os.ReadFile(metaPath)
-	if err != nil {
-		return fmt.Errorf("read meta: %w", err)
-	}
+// ReportInput names what Report reads.
+type ReportInput struct {
+	// Results and Meta are the run's results.jsonl and meta.json; both empty with
+	// Restamp.
+	Results, Meta string
+	// Previous, when set and readable, supplies the sections the results do not cover.
+	Previous string
+	// PreviousInRepo is Previous's path inside Repo (bench/RESULTS.md): its history
+	// tells which commit recorded sections written before commits were tracked.
+	PreviousInRepo string
+	// Repo is the git checkout whose code the figures measure; "" turns the commit
+	// and freshness bookkeeping off (every section's code is then unknown).
+	Repo string
+	// Restamp writes the report again without a run: every section is kept and only
+	// its code paragraph and commit cells are recomputed for the current tree.
+	Restamp bool
+}
+
+// Report renders RESULTS.md from the results of a run and its metadata, keeping the
+// sections the run did not measure from the previous report, and marks every section
+// whose code changed since it was measured (see freshness.go).
+func Report(ctx context.Context, in ReportInput, w io.Writer) error {
 	var meta Meta
-	if err := json.Unmarshal(mb, &meta); err != nil {
-		return fmt.Errorf("decode %s: %w", metaPath, err)
+	var results []Result
+	if !in.Restamp {
+		mb, err := os.ReadFile(in.Meta)
+		if err != nil {
+			return fmt.Errorf("read meta: %w", err)
+		}
+		if err := json.Unmarshal(mb, &meta); err != nil {
+			return fmt.Errorf("decode %s: %w", in.Meta, err)
+		}
+		if results, err = readResults(in.Results); err != nil {
+			return err
+		}
 	}
-	results, err := readResults(resultsPath)
+	prev, err := parsePrevious(in.Previous)
 	if err != nil {
 		return err
 	}
-	prev, err := parsePrevious(previousPath)
-	if err != nil {
-		return err
-	}
+	code := newCodeState(ctx, in, meta)
 	var body bytes.Buffer
 	rows := map[string]tableRow{}   // measured in this run, or kept
 	measured := map[string]string{} // section -> when
 	covered := map[string]bool{}    // section -> this report has it
+	fresh := map[string]freshness{} // section -> its code state
 	thisRun := fmt.Sprintf("`%s`", meta.Command)
 	if meta.Date != "" {
 		thisRun += ", " + meta.Date
@@ -278,23 +351,30 @@ func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
 		}
 		switch {
 		case len(rs) > 0:
-			fmt.Fprintf(&body, "\n"+sectionMarkerFormat+"\n", s.name, meta.Date, meta.Command)
-			fmt.Fprintf(&body, "## %s\n\n", s.title)
+			f := code.measuredNow(s.name)
+			fresh[s.name] = f
+			mark := sectionMark{date: meta.Date, command: meta.Command, ref: f.ref}
+			fmt.Fprintf(&body, "\n%s\n## %s\n\n%s\n", mark.marker(s.name), s.title, f.block(s.name))
 			e := &emitter{w: &body}
 			s.render(e, meta, rs)
 			for _, r := range e.targets {
 				if r.source == "" {
 					r.source = thisRun
 				}
+				r.commit = f.summaryCell()
 				rows[r.id] = r
 			}
-			measured[s.name] = fmt.Sprintf("%s by `%s`", meta.Date, meta.Command)
+			measured[s.name] = fmt.Sprintf("%s by `%s`, %s", meta.Date, meta.Command, f.summaryCell())
 			covered[s.name] = true
 		case prev.sections[s.name] != "":
-			body.WriteString("\n" + prev.sections[s.name])
-			measured[s.name] = prev.measured[s.name] + " (kept from an earlier run)"
+			mark := prev.marks[s.name]
+			f := code.kept(s.name, &mark)
+			fresh[s.name] = f
+			body.WriteString("\n" + mark.marker(s.name) + "\n" + withBlock(prev.sections[s.name], f.block(s.name)))
+			measured[s.name] = fmt.Sprintf("%s by `%s` (kept from an earlier run), %s", mark.date, mark.command, f.summaryCell())
 			for id, r := range prev.summary {
 				if sectionOf(id) == s.name {
+					r.commit = f.summaryCell()
 					rows[id] = r
 				}
 			}
@@ -313,12 +393,15 @@ func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
 	p("## Every target\n\n")
 	p("Ratio: lancectx speed / LanceDB speed (above 1: lancectx faster). CPU-time ratio: LanceDB CPU time / lancectx CPU time for the same work ")
 	p("(the steadier figure on a busy machine). Figures are medians over repetitions unless a row says otherwise. ")
-	p("\"measured by\" names the command and date of the run that produced the row; rows marked \"test run\" come from the named test's own ")
-	p("assertions and log (run by bench/run.sh through `go test -json`), not from a benchmark.\n\n")
+	p("\"measured by\" names the command and date of the run that produced the row; rows marked \"test run\" come from the named test's ")
+	p("outcome and log (run by bench/run.sh through `go test -json`), judged here against the target, not from a benchmark. ")
+	p("\"commit\" is the commit the row's section was measured at, and whether the code it measures has changed since (as of the last ")
+	p("`bench/run.sh`, which writes this file; `bench/run.sh --restamp` checks again without measuring): a stale row describes older code. ")
+	p("Sections are measured and written whole; no row is edited by hand.\n\n")
 	p("%s\n", summaryBegin)
 	p("%s", summaryHeader)
 	met, missed, unmeasured := 0, 0, 0
-	var notMet, notMeasured []string
+	var notMet, notMeasured, stale []string
 	for _, t := range catalogue {
 		r, ok := rows[t.id]
 		if !ok {
@@ -328,6 +411,9 @@ func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
 			}
 			r = tableRow{id: t.id, title: t.title, lancectx: why, lancedb: "—", ratio: "—", cpuRatio: "—", target: t.target, met: "not measured",
 				source: "`bench/run.sh --only " + sectionOf(t.id) + "`"}
+			if f, ok := fresh[sectionOf(t.id)]; ok {
+				r.commit = f.summaryCell()
+			}
 		}
 		switch r.met {
 		case "yes":
@@ -339,10 +425,17 @@ func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
 			unmeasured++
 			notMeasured = append(notMeasured, t.id)
 		}
+		if f, ok := fresh[sectionOf(t.id)]; ok && r.met != "not measured" && (f.stale || !f.known) {
+			stale = append(stale, t.id)
+		}
 		p("%s", r.summaryLine())
 	}
 	p("%s\n\n", summaryEnd)
-	p("%d of %d targets met, %d not met%s, %d not measured%s.\n\n", met, len(catalogue), missed, listIDs(notMet), unmeasured, listIDs(notMeasured))
+	p("%d of %d targets met, %d not met%s, %d not measured%s.", met, len(catalogue), missed, listIDs(notMet), unmeasured, listIDs(notMeasured))
+	if len(stale) > 0 {
+		p(" %d of the measured rows describe code that changed since or whose code is unknown%s.", len(stale), listIDs(stale))
+	}
+	p("\n\n")
 	for _, s := range sections() {
 		when := measured[s.name]
 		if when == "" {
@@ -350,23 +443,111 @@ func Report(resultsPath, metaPath, previousPath string, w io.Writer) error {
 		}
 		p("- %s: %s\n", s.title, when)
 	}
-	p("\n## This run\n\n")
-	p("- command: `%s`\n- date: %s\n- total time: %.0f s\n", meta.Command, meta.Date, meta.Seconds)
-	if meta.Host != "" {
-		p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
-		p("- versions: %s; node %s; @lancedb/lancedb %s; apache-arrow (JS) %s\n", meta.Go, meta.Node, meta.LanceDB, meta.ArrowJS)
-	}
-	if meta.Load != "" {
-		p("- %s\n", meta.Load)
-	}
-	if len(meta.Durations) > 0 {
-		p("- time per section (load average 1/5/15 min at its start -> end):\n")
-		for _, d := range meta.Durations {
-			p("  - %s: %.0f s (load %s -> %s)\n", d.Section, d.Seconds, orDash(d.LoadStart), orDash(d.LoadEnd))
+	if in.Restamp {
+		p("\n%s", prev.thisRun)
+	} else {
+		p("\n## This run\n\n")
+		p("- command: `%s`\n- date: %s\n- total time: %.0f s\n", meta.Command, meta.Date, meta.Seconds)
+		if meta.Commit != "" {
+			p("- commit: %s\n", meta.Commit)
+		}
+		if meta.Host != "" {
+			p("- machine: %s, %s cores (`nproc`), CPU %s, RAM %s, kernel %s\n", meta.Host, meta.Nproc, meta.CPU, meta.RAM, meta.Kernel)
+			p("- versions: %s; node %s; @lancedb/lancedb %s; apache-arrow (JS) %s\n", meta.Go, meta.Node, meta.LanceDB, meta.ArrowJS)
+		}
+		if meta.Load != "" {
+			p("- %s\n", meta.Load)
+		}
+		if len(meta.Durations) > 0 {
+			p("- time per section (load average 1/5/15 min at its start -> end):\n")
+			for _, d := range meta.Durations {
+				p("  - %s: %.0f s (load %s -> %s)\n", d.Section, d.Seconds, orDash(d.LoadStart), orDash(d.LoadEnd))
+			}
 		}
 	}
 	_, err = w.Write(body.Bytes())
 	return err
+}
+
+// withBlock puts the code paragraph under a kept section's heading.
+func withBlock(text, block string) string {
+	heading, rest, _ := strings.Cut(text, "\n")
+	return heading + "\n\n" + block + "\n" + strings.TrimLeft(rest, "\n")
+}
+
+// codeState answers, for the sections of one report, which code they measured and
+// whether it changed since.
+type codeState struct {
+	ctx  context.Context
+	in   ReportInput
+	meta Meta
+	git  gitRepo
+	// current is the tree of the code as it is now (the run's build, or the working
+	// tree of a restamp); "" when unknown.
+	current string
+}
+
+func newCodeState(ctx context.Context, in ReportInput, meta Meta) *codeState {
+	c := &codeState{ctx: ctx, in: in, meta: meta, git: gitRepo{dir: in.Repo}}
+	if in.Repo == "" {
+		return c
+	}
+	c.current = meta.CodeTree
+	if in.Restamp {
+		if t, err := c.git.worktreeTree(ctx); err == nil {
+			c.current = t
+		}
+	}
+	return c
+}
+
+// measuredNow is the code state of a section this run measured: the run's commit,
+// with uncommitted changes if its build differed from the commit in the section's
+// paths; current by definition.
+func (c *codeState) measuredNow(section string) freshness {
+	f := freshness{}
+	if c.in.Repo == "" || c.meta.Commit == "" || c.current == "" {
+		return f
+	}
+	fp, err := c.git.fingerprint(c.ctx, c.current, section)
+	if err != nil {
+		return f
+	}
+	f.ref = codeRef{commit: c.meta.Commit, code: fp}
+	if head, err := c.git.fingerprint(c.ctx, c.meta.Commit, section); err != nil || head != fp {
+		f.ref.uncommitted = true
+	}
+	f.known = true
+	return f
+}
+
+// kept is the code state of a section kept from the previous report. A marker
+// without a commit gets the commit that first recorded the section's date in the
+// previous report's history (recorded), and mark is updated with it.
+func (c *codeState) kept(section string, mark *sectionMark) freshness {
+	if c.in.Repo != "" && mark.ref.commit == "" && mark.date != "" && c.in.PreviousInRepo != "" {
+		if commit, err := c.git.recordedIn(c.ctx, c.in.PreviousInRepo, "- date: "+mark.date+"\n"); err == nil {
+			mark.ref = codeRef{commit: commit, recorded: true}
+		}
+	}
+	if c.in.Repo != "" && mark.ref.commit != "" && mark.ref.code == "" {
+		if fp, err := c.git.fingerprint(c.ctx, mark.ref.commit, section); err == nil {
+			mark.ref.code = fp
+		}
+	}
+	f := freshness{ref: mark.ref}
+	if c.in.Repo == "" || c.current == "" || mark.ref.code == "" {
+		return f
+	}
+	now, err := c.git.fingerprint(c.ctx, c.current, section)
+	if err != nil {
+		return f
+	}
+	f.known, f.stale = true, now != mark.ref.code
+	if f.stale && mark.ref.commit != "" {
+		f.changed = c.git.changedPaths(c.ctx, mark.ref.commit, c.current, section)
+	}
+	return f
 }
 
 func listIDs(ids []string) string {
@@ -436,7 +617,7 @@ var (
 )
 
 func parseLegacy(text string) *previousReport {
-	prev := &previousReport{sections: map[string]string{}, measured: map[string]string{}, summary: map[string]tableRow{}}
+	prev := newPreviousReport()
 	storage, maint, _ := strings.Cut(text, legacyMaintMarker)
 	convert := func(name, title, part string, dropLines int) {
 		lines := strings.Split(strings.Trim(part, "\n"), "\n")
@@ -453,7 +634,7 @@ func parseLegacy(text string) *previousReport {
 		}
 		source := fmt.Sprintf("`%s`, %s", command, date)
 		var sb strings.Builder
-		fmt.Fprintf(&sb, sectionMarkerFormat+"\n## %s\n\n", name, date, command, title)
+		fmt.Fprintf(&sb, "## %s\n\n", title)
 		skipBlank := false
 		for _, line := range lines {
 			if skipBlank && line == "" {
@@ -484,7 +665,7 @@ func parseLegacy(text string) *previousReport {
 			sb.WriteString(line + "\n")
 		}
 		prev.sections[name] = strings.TrimRight(sb.String(), "\n") + "\n"
-		prev.measured[name] = fmt.Sprintf("%s by `%s`", date, command)
+		prev.marks[name] = sectionMark{date: date, command: command}
 	}
 	// The storage part: its title line and blank line go.
 	convert("storage", "Storage layer vs LanceDB (issue 2)", storage, 2)

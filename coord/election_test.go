@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,6 +29,20 @@ func campaignAsync(ctx context.Context, c *coord.Client, role, value string) <-c
 	return ch
 }
 
+// waitCandidates waits until n candidates (the leader and its waiters) are queued
+// for role: a campaign that has put its key waits for the ones ahead of it.
+func waitCandidates(t *testing.T, c *coord.Client, role string, n int64) {
+	t.Helper()
+	eventually(t, hangGuard, fmt.Sprintf("%d candidates for %s", n, role), func() bool {
+		return countKeys(t, c, testPrefix+"/election/"+role+"/") == n
+	})
+}
+
+// A leader that dies without resigning keeps its term until its lease expires;
+// then the waiting candidate is elected with a greater token, and the dead
+// leader's fenced writes fail. How long the handover takes is measured by
+// lancebench coord with production settings (bench/RESULTS.md row 4.5); the test
+// logs its own figure for the report and bounds nothing but a hang.
 func TestLeaderCrashHandsOverWithinLeaseTTL(t *testing.T) {
 	t.Parallel()
 	cl := etcdtest.Start(t)
@@ -35,7 +50,7 @@ func TestLeaderCrashHandsOverWithinLeaseTTL(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a := connect(t, cl.Endpoints(), ttl, coord.NewMetrics(reg))
 	b := connect(t, cl.Endpoints(), ttl, coord.NewMetrics(prometheus.NewRegistry()))
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, hangGuard)
 
 	la, err := a.Campaign(ctx, "planner", "master-a")
 	if err != nil {
@@ -52,10 +67,11 @@ func TestLeaderCrashHandsOverWithinLeaseTTL(t *testing.T) {
 		t.Fatalf("Leader = %+v, %v; want master-a with token %d", li, err, la.Token())
 	}
 	bWins := campaignAsync(ctx, b, "planner", "master-b")
+	waitCandidates(t, b, "planner", 2)
 	select {
 	case r := <-bWins:
 		t.Fatalf("second candidate won while the leader lived: %v", r.err)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 
 	killed := time.Now()
@@ -66,8 +82,8 @@ func TestLeaderCrashHandsOverWithinLeaseTTL(t *testing.T) {
 	var r campaignResult
 	select {
 	case r = <-bWins:
-	case <-time.After(ttl + 2*time.Second):
-		t.Fatal("no new leader after the old leader's lease TTL")
+	case <-ctx.Done():
+		t.Fatal("no new leader after the old leader's lease expired")
 	}
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -75,9 +91,9 @@ func TestLeaderCrashHandsOverWithinLeaseTTL(t *testing.T) {
 	lb := r.l
 	took := r.at.Sub(killed)
 	t.Logf("new leader elected %s after the leader was killed (lease TTL %s)", took.Round(time.Millisecond), ttl)
-	// etcd checks lease expiry every 500ms; allow as much again for a loaded machine.
-	if took > ttl+time.Second {
-		t.Errorf("failover took %s, want within the lease TTL %s (+1s for etcd's expiry sweep)", took, ttl)
+	// The dead leader's key went with its lease: b won by expiry, not by a race.
+	if n := countKeys(t, b, testPrefix+"/election/planner/"); n != 1 {
+		t.Errorf("%d candidate keys after the handover, want the new leader's only", n)
 	}
 	if lb.Token() <= la.Token() {
 		t.Errorf("new term token %d not above %d", lb.Token(), la.Token())
@@ -110,7 +126,7 @@ func TestResignHandsOverAtOnceAndObserversSeeIt(t *testing.T) {
 	a := connect(t, cl.Endpoints(), 30*time.Second, coord.NewMetrics(reg))
 	b := connect(t, cl.Endpoints(), 30*time.Second, nil)
 	obs := connect(t, cl.Endpoints(), 30*time.Second, nil)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
@@ -125,7 +141,7 @@ func TestResignHandsOverAtOnceAndObserversSeeIt(t *testing.T) {
 			if li.Value != value {
 				t.Fatalf("observed leader %q, want %q", li.Value, value)
 			}
-		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
 			t.Fatalf("observer did not report leader %q", value)
 		}
 	}
@@ -137,20 +153,30 @@ func TestResignHandsOverAtOnceAndObserversSeeIt(t *testing.T) {
 	}
 	expect("master-a")
 	bWins := campaignAsync(ctx, b, "planner", "master-b")
-	time.Sleep(200 * time.Millisecond)
-	resigned := time.Now()
+	waitCandidates(t, a, "planner", 2)
+	aSess, err := a.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := la.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if la.Ctx().Err() == nil {
 		t.Error("leadership context alive after Resign")
 	}
-	r := <-bWins
+	var r campaignResult
+	select {
+	case r = <-bWins:
+	case <-ctx.Done():
+		t.Fatal("the waiting candidate was not elected after the leader resigned")
+	}
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if took := r.at.Sub(resigned); took > time.Second {
-		t.Errorf("handover after resign took %s", took)
+	// At once: the old leader's lease (30 s) still lives, so the handover came from
+	// the resign, not from an expiry.
+	if ttl, err := a.Etcd().TimeToLive(ctx, aSess.Lease()); err != nil || ttl.TTL <= 0 {
+		t.Errorf("old leader's lease after the handover: %+v, %v; want it alive", ttl, err)
 	}
 	expect("master-b")
 	if got := metricValue(t, reg, "lancectx_coord_is_leader", map[string]string{"role": "planner"}); got != 0 {
@@ -171,22 +197,26 @@ func TestCampaignGivesUpWithItsContext(t *testing.T) {
 	cl := etcdtest.Start(t)
 	a := connect(t, cl.Endpoints(), 30*time.Second, nil)
 	b := connect(t, cl.Endpoints(), 30*time.Second, nil)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 	la, err := a.Campaign(ctx, "planner", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer la.Resign(ctx)
+	// The leader keeps its term past ctx: a Campaign that ignored its deadline would
+	// still be waiting when ctx ends.
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	if _, err := b.Campaign(cctx, "planner", "b"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Campaign = %v, want DeadlineExceeded", err)
+	lost := campaignAsync(cctx, b, "planner", "b")
+	select {
+	case r := <-lost:
+		if !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Fatalf("Campaign = %v, want DeadlineExceeded", r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Campaign with a 300ms deadline did not return")
 	}
-	if took := time.Since(start); took > 500*time.Millisecond {
-		t.Errorf("Campaign with a 300ms deadline returned after %s", took)
-	}
-	eventually(t, 2*time.Second, "the abandoned candidate key to go", func() bool {
+	eventually(t, hangGuard, "the abandoned candidate key to go", func() bool {
 		return countKeys(t, a, testPrefix+"/election/planner/") == 1
 	})
 	if la.Ctx().Err() != nil {
@@ -203,7 +233,7 @@ func TestElectionSurvivesEtcdLeaderLoss(t *testing.T) {
 	const ttl = 3 * time.Second
 	a := connect(t, cl.Endpoints(), ttl, nil)
 	b := connect(t, cl.Endpoints(), ttl, nil)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testCtx(t, 2*time.Minute)
 
 	la, err := a.Campaign(ctx, "planner", "master-a")
 	if err != nil {
@@ -224,7 +254,8 @@ func TestElectionSurvivesEtcdLeaderLoss(t *testing.T) {
 		raftLeader.Name(), time.Since(stopped).Round(time.Millisecond))
 	// The new raft leader extends every lease by an election timeout, so wait out
 	// more than a lease TTL: the planner's term must survive it, on keep-alives
-	// sent to the surviving members.
+	// sent to the surviving members. (Time passing is the behaviour under test.)
+	waitCandidates(t, b, "planner", 2)
 	select {
 	case <-la.Ctx().Done():
 		t.Fatal("leadership lost when an etcd member died")
@@ -242,19 +273,15 @@ func TestElectionSurvivesEtcdLeaderLoss(t *testing.T) {
 	var r campaignResult
 	select {
 	case r = <-bWins:
-	case <-time.After(ttl + 5*time.Second):
+	case <-ctx.Done():
 		t.Fatal("no new leader after the old leader died")
 	}
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
+	// Logged for bench/RESULTS.md row 4.6, which holds it to the lease TTL + 1.5 s.
 	took := r.at.Sub(killed)
 	t.Logf("new leader %s after the old one was killed (lease TTL %s)", took.Round(time.Millisecond), ttl)
-	// etcd checks lease expiry every 500ms and revokes through raft, which with
-	// three members under the race detector takes a few hundred milliseconds more.
-	if took > ttl+1500*time.Millisecond {
-		t.Errorf("failover took %s, want within the lease TTL %s (+1.5s for etcd's expiry sweep and the raft round)", took, ttl)
-	}
 	if r.l.Token() <= la.Token() {
 		t.Errorf("token %d not above %d", r.l.Token(), la.Token())
 	}
@@ -262,7 +289,7 @@ func TestElectionSurvivesEtcdLeaderLoss(t *testing.T) {
 	// The killed member comes back and serves the same state.
 	raftLeader.Restart(t)
 	c := connect(t, []string{raftLeader.Endpoint()}, ttl, nil)
-	eventually(t, 10*time.Second, "the restarted member to report the new leader", func() bool {
+	eventually(t, hangGuard, "the restarted member to report the new leader", func() bool {
 		li, err := c.Leader(ctx, "planner")
 		return err == nil && li.Value == "master-b"
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,12 @@ import (
 )
 
 const testPrefix = "/lancectx-test"
+
+// hangGuard bounds the waits of these tests for something that must happen: long
+// enough that only a hang (a missed wake-up, an ignored context) reaches it on a
+// loaded machine. How fast things happen is measured by bench/ (lancebench coord),
+// not asserted here.
+const hangGuard = 30 * time.Second
 
 // connect returns a Client with lease TTL ttl, closed when the test ends.
 func connect(t *testing.T, endpoints []string, ttl time.Duration, m *coord.Metrics) *coord.Client {
@@ -60,6 +67,36 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// watches reports the key of every etcd watch c opens from now on (see OnWatch). Call
+// it before c is shared with goroutines.
+func watches(c *coord.Client) <-chan string {
+	ch := make(chan string, 64)
+	c.OnWatch(func(key string) {
+		select {
+		case ch <- key:
+		default: // nobody is waiting for this many watches
+		}
+	})
+	return ch
+}
+
+// waitWatch waits until ch reports a watch of a key under prefix: the waiter that
+// opened it is waiting for a change there.
+func waitWatch(t *testing.T, ch <-chan string, prefix string) {
+	t.Helper()
+	deadline := time.After(hangGuard)
+	for {
+		select {
+		case key := <-ch:
+			if strings.HasPrefix(key, prefix) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no watch under %s after %s", prefix, hangGuard)
+		}
 	}
 }
 

@@ -82,6 +82,8 @@ func TestLockMutualExclusionAcrossProcessesAndGoroutines(t *testing.T) {
 					if err != nil || !ok {
 						errs <- fmt.Errorf("fenced write by the holder: ok=%v err=%v", ok, err)
 					}
+					// The critical section lasts a moment, so that a second holder
+					// let in by a broken lock would be caught inside.
 					time.Sleep(time.Millisecond)
 					inside.Add(-1)
 					if err := l.Unlock(ctx); err != nil {
@@ -121,7 +123,7 @@ func TestLockHolderPausedPastLeaseIsFencedOut(t *testing.T) {
 	proxyA := etcdtest.NewProxy(t, cl.Members()[0].ClientURL())
 	a := connect(t, []string{proxyA.URL()}, ttl, nil)
 	b := connect(t, cl.Endpoints(), ttl, nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, hangGuard)
 	counter := testPrefix + "/counter"
 
 	la, err := a.Lock(ctx, "stats-writer")
@@ -141,10 +143,14 @@ func TestLockHolderPausedPastLeaseIsFencedOut(t *testing.T) {
 		l, err := b.Lock(ctx, "stats-writer")
 		bGot <- res{l, err, time.Now()}
 	}()
+	// The second holder's key is queued behind the first's: it waits.
+	eventually(t, hangGuard, "the second holder's waiter key", func() bool {
+		return countKeys(t, a, testPrefix+"/locks/stats-writer/") == 2
+	})
 	select {
 	case r := <-bGot:
 		t.Fatalf("second holder got the lock while the first held it: %v", r.err)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 
 	paused := time.Now()
@@ -152,7 +158,7 @@ func TestLockHolderPausedPastLeaseIsFencedOut(t *testing.T) {
 	var rb res
 	select {
 	case rb = <-bGot:
-	case <-time.After(ttl + 3*time.Second):
+	case <-ctx.Done():
 		t.Fatal("second holder did not get the lock after the first holder's lease expired")
 	}
 	if rb.err != nil {
@@ -164,7 +170,7 @@ func TestLockHolderPausedPastLeaseIsFencedOut(t *testing.T) {
 	select {
 	case <-la.Ctx().Done():
 		t.Logf("first holder's context ended %s after the pause", time.Since(paused).Round(time.Millisecond))
-	case <-time.After(ttl + 3*time.Second):
+	case <-ctx.Done():
 		t.Fatal("first holder's context did not end after its lease was lost")
 	}
 	if lb.Token() <= la.Token() {
@@ -210,6 +216,10 @@ func TestLockHolderPausedPastLeaseIsFencedOut(t *testing.T) {
 	_ = la2.Unlock(ctx)
 }
 
+// TryLock waits up to its wait for a lock held elsewhere: it gets the lock when the
+// holder lets go during the wait, and gives up with ErrLocked (removing its waiter
+// key) when the holder keeps it. How long the give-up takes is measured by
+// lancebench coord (bench/coordbench.go, bench/RESULTS.md row 4.3), not bounded here.
 func TestTryLockGivesUpAfterItsWait(t *testing.T) {
 	t.Parallel()
 	cl := etcdtest.Start(t)
@@ -217,7 +227,8 @@ func TestTryLockGivesUpAfterItsWait(t *testing.T) {
 	m := coord.NewMetrics(reg)
 	holder := connect(t, cl.Endpoints(), 5*time.Second, m)
 	other := connect(t, cl.Endpoints(), 5*time.Second, m)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, hangGuard)
+	lockKeys := testPrefix + "/locks/stats-writer/"
 
 	// The holder means to keep the lock for 60s; the test releases it at cleanup.
 	hold, err := holder.Lock(ctx, "stats-writer")
@@ -226,25 +237,42 @@ func TestTryLockGivesUpAfterItsWait(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = hold.Unlock(context.Background()) })
 
-	start := time.Now()
-	l, err := other.TryLock(ctx, "stats-writer", 2*time.Second)
-	took := time.Since(start)
-	if !errors.Is(err, coord.ErrLocked) {
-		t.Fatalf("TryLock = %v, %v; want ErrLocked", l, err)
+	type res struct {
+		l    *coord.Lock
+		err  error
+		took time.Duration
 	}
-	if took < 2*time.Second || took > 2500*time.Millisecond {
-		t.Errorf("TryLock(2s) returned after %s, want within [2s, 2.5s]", took)
+	tryAsync := func(wait time.Duration) <-chan res {
+		ch := make(chan res, 1)
+		go func() {
+			start := time.Now()
+			l, err := other.TryLock(ctx, "stats-writer", wait)
+			ch <- res{l, err, time.Since(start)}
+		}()
+		return ch
 	}
-	eventually(t, 2*time.Second, "the abandoned waiter key to be removed", func() bool {
-		return countKeys(t, holder, testPrefix+"/locks/stats-writer/") == 1
+	got := tryAsync(2 * time.Second)
+	var r res
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		t.Fatal("TryLock(2s) did not return while the lock stayed held")
+	}
+	if !errors.Is(r.err, coord.ErrLocked) {
+		t.Fatalf("TryLock = %v, %v; want ErrLocked", r.l, r.err)
+	}
+	t.Logf("TryLock(2s) returned ErrLocked after %s", r.took.Round(time.Millisecond))
+	eventually(t, hangGuard, "the abandoned waiter key to be removed", func() bool {
+		return countKeys(t, holder, lockKeys) == 1
 	})
 
-	start = time.Now()
+	// A single attempt answers ErrLocked without waiting (a wait would outlast ctx:
+	// the holder keeps the lock).
 	if _, err := other.TryLock(ctx, "stats-writer", 0); !errors.Is(err, coord.ErrLocked) {
 		t.Fatalf("TryLock(0) = %v, want ErrLocked", err)
 	}
-	if took := time.Since(start); took > 500*time.Millisecond {
-		t.Errorf("single-attempt TryLock took %s", took)
+	if n := countKeys(t, holder, lockKeys); n != 1 {
+		t.Errorf("%d keys under the lock after a single attempt, want the holder's only", n)
 	}
 	if hold.Ctx().Err() != nil {
 		t.Error("holder lost its lock to a TryLock")
@@ -258,6 +286,24 @@ func TestTryLockGivesUpAfterItsWait(t *testing.T) {
 	if got := metricValue(t, reg, "lancectx_coord_lock_wait_seconds", map[string]string{"name": "stats-writer"}); got != 3 {
 		t.Errorf("wait observations = %v, want 3", got)
 	}
+
+	// A holder that lets go during the wait hands the lock to the TryLock.
+	got = tryAsync(time.Hour)
+	eventually(t, hangGuard, "the TryLock's waiter key", func() bool {
+		return countKeys(t, holder, lockKeys) == 2
+	})
+	if err := hold.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		t.Fatal("TryLock(1h) did not get the lock released during its wait")
+	}
+	if r.err != nil || r.l.Token() <= hold.Token() {
+		t.Fatalf("TryLock after the holder let go = %v; want the lock with a greater token", r.err)
+	}
+	_ = r.l.Unlock(ctx)
 }
 
 func TestLockWithEndedContextReturnsAtOnce(t *testing.T) {
@@ -267,12 +313,10 @@ func TestLockWithEndedContextReturnsAtOnce(t *testing.T) {
 	c := connect(t, cl.Endpoints(), 5*time.Second, coord.NewMetrics(reg))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	start := time.Now()
+	// How fast it returns is measured by lancebench coord (bench/RESULTS.md row 4.4);
+	// here: the outcome, and nothing left in etcd.
 	if _, err := c.Lock(ctx, "compaction-sweep"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock(cancelled) = %v, want context.Canceled", err)
-	}
-	if took := time.Since(start); took > 50*time.Millisecond {
-		t.Errorf("Lock with a cancelled context took %s", took)
 	}
 	if n := countKeys(t, c, testPrefix+"/locks/"); n != 0 {
 		t.Errorf("cancelled Lock left %d keys", n)
@@ -283,7 +327,7 @@ func TestLockWithEndedContextReturnsAtOnce(t *testing.T) {
 
 	// Cancelling a waiting Lock also returns at once and removes its waiter key.
 	other := connect(t, cl.Endpoints(), 5*time.Second, nil)
-	bg := testCtx(t, 20*time.Second)
+	bg := testCtx(t, hangGuard)
 	hold, err := other.Lock(bg, "compaction-sweep")
 	if err != nil {
 		t.Fatal(err)
@@ -295,23 +339,19 @@ func TestLockWithEndedContextReturnsAtOnce(t *testing.T) {
 		_, err := c.Lock(wctx, "compaction-sweep")
 		done <- err
 	}()
-	eventually(t, 2*time.Second, "the waiter key", func() bool {
+	eventually(t, hangGuard, "the waiter key", func() bool {
 		return countKeys(t, c, testPrefix+"/locks/compaction-sweep/") == 2
 	})
 	wcancel()
-	start = time.Now()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled wait = %v, want context.Canceled", err)
 		}
-	case <-time.After(time.Second):
+	case <-bg.Done():
 		t.Fatal("Lock did not return after its context was cancelled")
 	}
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Errorf("cancelled wait returned after %s", took)
-	}
-	eventually(t, 2*time.Second, "the cancelled waiter key to go", func() bool {
+	eventually(t, hangGuard, "the cancelled waiter key to go", func() bool {
 		return countKeys(t, c, testPrefix+"/locks/compaction-sweep/") == 1
 	})
 }
@@ -320,7 +360,7 @@ func TestLockHoldersInOneProcessTakeTurns(t *testing.T) {
 	t.Parallel()
 	cl := etcdtest.Start(t)
 	c := connect(t, cl.Endpoints(), 5*time.Second, nil)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 	first, err := c.Lock(ctx, "state-init")
 	if err != nil {
 		t.Fatal(err)
@@ -328,12 +368,8 @@ func TestLockHoldersInOneProcessTakeTurns(t *testing.T) {
 	if _, err := c.TryLock(ctx, "state-init", 200*time.Millisecond); !errors.Is(err, coord.ErrLocked) {
 		t.Fatalf("second holder in the same process: %v, want ErrLocked", err)
 	}
-	start := time.Now()
 	if _, err := c.TryLock(ctx, "state-init", 0); !errors.Is(err, coord.ErrLocked) {
 		t.Fatalf("single attempt in the same process: %v, want ErrLocked", err)
-	}
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Errorf("single-attempt TryLock waited %s", took)
 	}
 	got := make(chan *coord.Lock, 1)
 	go func() {
@@ -343,7 +379,7 @@ func TestLockHoldersInOneProcessTakeTurns(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, hangGuard, "the second in-process holder to wait", func() bool { return c.LockWaiters("state-init") == 2 })
 	select {
 	case <-got:
 		t.Fatal("second holder in the same process acquired while the first held the lock")
@@ -369,7 +405,7 @@ func TestClosingTheClientReleasesItsLocksAtOnce(t *testing.T) {
 	cl := etcdtest.Start(t)
 	a := connect(t, cl.Endpoints(), 30*time.Second, nil)
 	b := connect(t, cl.Endpoints(), 30*time.Second, nil)
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testCtx(t, hangGuard)
 	la, err := a.Lock(ctx, "catchup-jobs")
 	if err != nil {
 		t.Fatal(err)
@@ -380,13 +416,14 @@ func TestClosingTheClientReleasesItsLocksAtOnce(t *testing.T) {
 	if la.Ctx().Err() == nil {
 		t.Error("lock context alive after Close")
 	}
-	start := time.Now()
-	lb, err := b.TryLock(ctx, "catchup-jobs", 2*time.Second)
+	// Close revoked the lease: the key is gone now, not when the 30s lease would
+	// have expired, so a single attempt gets the lock.
+	if n := countKeys(t, b, testPrefix+"/locks/catchup-jobs/"); n != 0 {
+		t.Errorf("%d lock keys left after the holder closed", n)
+	}
+	lb, err := b.TryLock(ctx, "catchup-jobs", 0)
 	if err != nil {
 		t.Fatalf("lock after the holder closed: %v", err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("took %s to get a lock released by Close (lease revoked, not expired)", took)
 	}
 	_ = lb.Unlock(ctx)
 	if _, err := a.Lock(ctx, "catchup-jobs"); !errors.Is(err, coord.ErrClosed) {

@@ -69,7 +69,7 @@ func TestEnqueueDeduplicatesQueuedAndRunningTasks(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := connect(t, cl.Endpoints(), 5*time.Second, coord.NewMetrics(reg))
 	q := newQueue(t, c, coord.DefaultQueueConfig())
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 
 	a, created, err := q.Enqueue(ctx, coord.TaskSpec{Kind: "compact", Target: "store-a", Payload: []byte(`{"min_fragments":4}`)})
 	if err != nil || !created {
@@ -136,7 +136,7 @@ func TestDependenciesGateClaimsAndFailuresCascade(t *testing.T) {
 	cl := etcdtest.Start(t)
 	c := connect(t, cl.Endpoints(), 5*time.Second, nil)
 	q := newQueue(t, c, coord.DefaultQueueConfig())
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 
 	a := enqueue(t, q, coord.TaskSpec{Kind: "compact", Target: "s1"})
 	b := enqueue(t, q, coord.TaskSpec{Kind: "index_id", Target: "s1", DependsOn: []string{a.ID}})
@@ -211,8 +211,13 @@ func TestTasksOfOneTargetRunOneAtATime(t *testing.T) {
 	t.Parallel()
 	cl := etcdtest.Start(t)
 	c := connect(t, cl.Endpoints(), 5*time.Second, nil)
-	q := newQueue(t, c, coord.DefaultQueueConfig())
-	ctx := testCtx(t, 20*time.Second)
+	watched := watches(c)
+	// No periodic rescan within the test: a waiting Claim can only be woken by its
+	// watch.
+	cfg := coord.DefaultQueueConfig()
+	cfg.PollInterval = time.Hour
+	q := newQueue(t, c, cfg)
+	ctx := testCtx(t, hangGuard)
 	x := enqueue(t, q, coord.TaskSpec{Kind: "compact", Target: "s1"})
 	y := enqueue(t, q, coord.TaskSpec{Kind: "index_id", Target: "s1"})
 	z := enqueue(t, q, coord.TaskSpec{Kind: "compact", Target: "s2"})
@@ -234,17 +239,19 @@ func TestTasksOfOneTargetRunOneAtATime(t *testing.T) {
 		}
 		got <- cl
 	}()
-	time.Sleep(100 * time.Millisecond)
-	released := time.Now()
+	// The waiter found nothing claimable (s1 is busy) and watches the queue.
+	waitWatch(t, watched, testPrefix+"/queue/")
+	select {
+	case cl := <-got:
+		t.Fatalf("a second task of s1 was claimed while the first ran: %+v", cl)
+	default:
+	}
 	if err := c1.Complete(ctx, "ok"); err != nil {
 		t.Fatal(err)
 	}
-	c3 := <-got
+	c3 := <-got // before ctx ends, so the watch woke it: the poll interval is an hour
 	if c3 == nil {
 		t.FailNow()
-	}
-	if took := time.Since(released); took > time.Second {
-		t.Errorf("waiting Claim took %s to notice the target was free (want a watch, not the 5s poll)", took)
 	}
 	if c3.Task().ID != y.ID {
 		t.Errorf("claimed %s, want %s", c3.Task().ID, y.ID)
@@ -267,10 +274,11 @@ func TestOrphanedTaskIsRequeuedAndFinishedByAnotherExecutor(t *testing.T) {
 	proxy := etcdtest.NewProxy(t, cl.Members()[0].ClientURL())
 	e1 := connect(t, []string{proxy.URL()}, ttl, coord.NewMetrics(reg))
 	e2 := connect(t, cl.Endpoints(), ttl, nil)
+	e2Watches := watches(e2)
 	rc := connect(t, cl.Endpoints(), ttl, coord.NewMetrics(reg))
 	cfg := coord.DefaultQueueConfig()
 	q1, q2, qr := newQueue(t, e1, cfg), newQueue(t, e2, cfg), newQueue(t, rc, cfg)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, hangGuard)
 
 	rctx, rcancel := context.WithCancel(ctx)
 	var rwg sync.WaitGroup
@@ -294,13 +302,13 @@ func TestOrphanedTaskIsRequeuedAndFinishedByAnotherExecutor(t *testing.T) {
 		}
 		got <- c
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitWatch(t, e2Watches, testPrefix+"/queue/") // the second executor waits for work
 	vanished := time.Now()
 	proxy.Partition()
 	var c2 *coord.Claim
 	select {
 	case c2 = <-got:
-	case <-time.After(ttl + 3*time.Second):
+	case <-ctx.Done():
 		t.Fatal("task not requeued after its executor's lease expired")
 	}
 	if c2 == nil {
@@ -312,7 +320,7 @@ func TestOrphanedTaskIsRequeuedAndFinishedByAnotherExecutor(t *testing.T) {
 	}
 	select {
 	case <-c1.Ctx().Done():
-	case <-time.After(ttl + 2*time.Second):
+	case <-ctx.Done():
 		t.Error("vanished executor's claim context did not end")
 	}
 	if err := c2.Complete(ctx, "merged 3 generations"); err != nil {
@@ -342,13 +350,13 @@ func TestTaskOutOfAttemptsIsAbandonedAndFailsItsDependents(t *testing.T) {
 	rc := connect(t, cl.Endpoints(), ttl, nil)
 	cfg := coord.DefaultQueueConfig()
 	qe, qr := newQueue(t, ex, cfg), newQueue(t, rc, cfg)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 	task := enqueue(t, qr, coord.TaskSpec{Kind: "compact", Target: "poison", MaxAttempts: 1})
 	dep := enqueue(t, qr, coord.TaskSpec{Kind: "index_id", Target: "poison", DependsOn: []string{task.ID}})
 	tryClaim(t, qe, "executor-1", "compact")
 	ex.Crash()
 	var rep coord.RecoveryReport
-	eventually(t, ttl+3*time.Second, "recovery to abandon the task", func() bool {
+	eventually(t, hangGuard, "recovery to abandon the task", func() bool {
 		r, err := qr.Recover(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -382,7 +390,7 @@ func TestDeadlineEndsTheClaimAndRecoveryTakesTheTaskBack(t *testing.T) {
 	cfg := coord.DefaultQueueConfig()
 	cfg.DeadlineGrace = 0
 	q := newQueue(t, c, cfg)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 	task := enqueue(t, q, coord.TaskSpec{Kind: "compact", Target: "slow", Timeout: 300 * time.Millisecond})
 	c1 := tryClaim(t, q, "executor-1", "compact")
 	if err := c1.Heartbeat(ctx); err != nil {
@@ -396,7 +404,7 @@ func TestDeadlineEndsTheClaimAndRecoveryTakesTheTaskBack(t *testing.T) {
 		if !errors.Is(c1.Ctx().Err(), context.DeadlineExceeded) {
 			t.Errorf("claim context ended with %v", c1.Ctx().Err())
 		}
-	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("claim context outlived the task deadline")
 	}
 	rep, err := q.Recover(ctx)
@@ -430,7 +438,7 @@ func TestRepeatedFailuresBackOffVisiblyInTheTaskRecord(t *testing.T) {
 	cfg.CooldownBase = time.Hour
 	cfg.CooldownMax = 3 * time.Hour
 	q := newQueue(t, c, cfg)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 	fail := func() {
 		t.Helper()
 		cl := tryClaim(t, q, "e", "compact")
@@ -485,22 +493,27 @@ func TestRepeatedFailuresBackOffVisiblyInTheTaskRecord(t *testing.T) {
 		t.Errorf("cooldowns after success = %+v", cds)
 	}
 
-	// A waiting Claim wakes when a backoff ends.
+	// A waiting Claim wakes when a backoff ends: not before (the claim starts at or
+	// after not_before) and not on a periodic rescan (there is none within the test).
 	cfg.CooldownAfterFailures, cfg.CooldownBase, cfg.CooldownMax = 1, 400*time.Millisecond, time.Second
+	cfg.PollInterval = time.Hour
 	q2 := newQueue(t, c, cfg)
 	enqueue(t, q2, coord.TaskSpec{Kind: "repair", Target: "flaky"})
 	f := tryClaim(t, q2, "e", "repair")
 	if err := f.Fail(ctx, errors.New("transient")); err != nil {
 		t.Fatal(err)
 	}
-	enqueue(t, q2, coord.TaskSpec{Kind: "repair", Target: "flaky"})
-	start := time.Now()
+	backedOff := enqueue(t, q2, coord.TaskSpec{Kind: "repair", Target: "flaky"})
+	if backedOff.NotBefore.IsZero() {
+		t.Fatalf("task after a failure not backed off: %+v", backedOff)
+	}
 	cl2, err := q2.Claim(ctx, "e", []string{"repair"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("waiting Claim = %v, want the task once its backoff ended", err)
 	}
-	if took := time.Since(start); took < 300*time.Millisecond || took > 1500*time.Millisecond {
-		t.Errorf("Claim returned after %s, want when the 400ms backoff ended", took)
+	// (The queue orders ready times in milliseconds.)
+	if got := cl2.Task(); got.ID != backedOff.ID || got.StartedAt.Before(backedOff.NotBefore.Truncate(time.Millisecond)) {
+		t.Errorf("claimed %s at %s, want %s not before its not_before %s", got.ID, got.StartedAt, backedOff.ID, backedOff.NotBefore)
 	}
 	_ = cl2.Complete(ctx, "ok")
 }
@@ -512,7 +525,7 @@ func TestPruneBoundsHistoryButKeepsWhatWaitingTasksNeed(t *testing.T) {
 	cfg := coord.DefaultQueueConfig()
 	cfg.HistoryLimit = 3
 	q := newQueue(t, c, cfg)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testCtx(t, hangGuard)
 	var done []string
 	for i := 0; i < 6; i++ {
 		task := enqueue(t, q, coord.TaskSpec{Kind: "compact", Target: fmt.Sprintf("s%d", i)})
@@ -521,7 +534,7 @@ func TestPruneBoundsHistoryButKeepsWhatWaitingTasksNeed(t *testing.T) {
 			t.Fatal(err)
 		}
 		done = append(done, task.ID)
-		time.Sleep(2 * time.Millisecond) // distinct finish times
+		time.Sleep(2 * time.Millisecond) // the behaviour under test: distinct finish times order the history
 	}
 	running := enqueue(t, q, coord.TaskSpec{Kind: "merge_wal", Target: "r"})
 	rc := tryClaim(t, q, "e", "merge_wal")
@@ -555,7 +568,7 @@ func TestPruneBoundsHistoryButKeepsWhatWaitingTasksNeed(t *testing.T) {
 	if got := getTask(t, q, waiting.ID); got.Waiting {
 		t.Fatal("waiting task not promoted")
 	}
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // the behaviour under test: age the finished tasks past the 1ms TTL
 	if n, err := q2.Prune(ctx); err != nil || n != 2 {
 		t.Errorf("Prune after the dependent was promoted = %d, %v; want 2", n, err)
 	}
@@ -670,6 +683,7 @@ func TestThousandTasksAcrossFourExecutorsFinishExactlyOnce(t *testing.T) {
 					report(fmt.Errorf("%d tasks running on target %s", n, task.Target))
 				}
 				if rand.IntN(4) == 0 {
+					// The task's work: some take a moment, so executors overlap.
 					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
 				}
 				executions[task.ID].Add(1)

@@ -47,12 +47,12 @@ func TestWorkerRegistryListWatchAndExpiry(t *testing.T) {
 	w0 := connect(t, cl.Endpoints(), ttl, nil)
 	w1 := connect(t, cl.Endpoints(), ttl, nil)
 	master := connect(t, cl.Endpoints(), ttl, nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, time.Minute)
 
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	watch := master.WatchWorkers(wctx)
-	expectWorkers(t, watch, 2*time.Second)
+	expectWorkers(t, watch, hangGuard)
 
 	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	if err := w0.RegisterWorker(ctx, coord.WorkerInfo{ID: "worker-0", Endpoint: "http://w0:8080",
@@ -62,7 +62,7 @@ func TestWorkerRegistryListWatchAndExpiry(t *testing.T) {
 	if err := w1.RegisterWorker(ctx, coord.WorkerInfo{ID: "worker-1", Endpoint: "http://w1:8080"}); err != nil {
 		t.Fatal(err)
 	}
-	ws := expectWorkers(t, watch, 2*time.Second, "worker-0", "worker-1")
+	ws := expectWorkers(t, watch, hangGuard, "worker-0", "worker-1")
 	if w := ws[0]; w.Endpoint != "http://w0:8080" || !slices.Equal(w.Shards, []string{"s-a", "s-b"}) || !w.StartedAt.Equal(started) {
 		t.Errorf("worker-0 = %+v", w)
 	}
@@ -82,7 +82,7 @@ func TestWorkerRegistryListWatchAndExpiry(t *testing.T) {
 	if err := w0.RegisterWorker(ctx, coord.WorkerInfo{ID: "worker-0", Endpoint: "http://w0:8080", Shards: []string{"s-c"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "the updated shards", func() bool {
+	eventually(t, hangGuard, "the updated shards", func() bool {
 		l, err := master.ListWorkers(ctx)
 		return err == nil && len(l) == 2 && slices.Equal(l[0].Shards, []string{"s-c"})
 	})
@@ -90,13 +90,13 @@ func TestWorkerRegistryListWatchAndExpiry(t *testing.T) {
 	// A worker that dies disappears once its lease expires.
 	died := time.Now()
 	w1.Crash()
-	expectWorkers(t, watch, ttl+2*time.Second, "worker-0")
+	expectWorkers(t, watch, hangGuard, "worker-0")
 	t.Logf("dead worker left the registry after %s", time.Since(died).Round(time.Millisecond))
 
 	if err := w0.UnregisterWorker(ctx, "worker-0"); err != nil {
 		t.Fatal(err)
 	}
-	expectWorkers(t, watch, 2*time.Second)
+	expectWorkers(t, watch, hangGuard)
 	wcancel()
 	for range watch {
 	}
@@ -111,7 +111,7 @@ func TestWorkerRegistrationSurvivesSessionLoss(t *testing.T) {
 	proxy := etcdtest.NewProxy(t, cl.Members()[0].ClientURL())
 	w := connect(t, []string{proxy.URL()}, ttl, nil)
 	master := connect(t, cl.Endpoints(), ttl, nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, time.Minute)
 	if err := w.RegisterWorker(ctx, coord.WorkerInfo{ID: "worker-7", Endpoint: "http://w7:8080"}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,17 +120,17 @@ func TestWorkerRegistrationSurvivesSessionLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Partition()
-	eventually(t, ttl+3*time.Second, "the cut-off worker to leave the registry", func() bool {
+	eventually(t, hangGuard, "the cut-off worker to leave the registry", func() bool {
 		l, err := master.ListWorkers(ctx)
 		return err == nil && len(l) == 0
 	})
 	select {
 	case <-sess.Done():
-	case <-time.After(ttl + 2*time.Second):
+	case <-ctx.Done():
 		t.Fatal("session not reported lost")
 	}
 	proxy.Heal()
-	eventually(t, 10*time.Second, "the worker to re-register", func() bool {
+	eventually(t, hangGuard, "the worker to re-register", func() bool {
 		l, err := master.ListWorkers(ctx)
 		return err == nil && len(l) == 1 && l[0].ID == "worker-7"
 	})

@@ -177,6 +177,7 @@ func TestCleanupSparesFilesOfCommitsInFlight(t *testing.T) {
 		t.Fatalf("file of a commit in flight was deleted: %v", err)
 	}
 	// Older than the retained window but young: kept without proof (UnverifiedAge).
+	// The behaviour under test is age: let the file become older than the next version.
 	time.Sleep(5 * time.Millisecond)
 	ds, err := ds.Append(ctx, reader(testRows(500, 1)), WriteOptions{})
 	if err != nil {
@@ -213,7 +214,7 @@ func TestCleanupVerifyExpiredDeletesProvenYoungFiles(t *testing.T) {
 	if err := objstore.PutBytes(ctx, st, orphan, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // age under test: the orphan is older than the next version
 	if ds, err = ds.Append(ctx, reader(testRows(900, 1)), WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}

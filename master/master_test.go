@@ -39,8 +39,11 @@ func TestOneMasterRunsTheControlPlane(t *testing.T) {
 		t.Fatalf("fragmented after compaction: %+v", f)
 	}
 	ds, err := lance.OpenStore(context.Background(), objstore.Prefixed(data, "walled.rollout.lance"))
-	if err != nil || ds.CountRows() != 35 {
-		t.Fatalf("walled base table: %v rows, %v (want 20 base rows + 15 merged)", ds.CountRows(), err)
+	if err != nil {
+		t.Fatalf("open the walled base table: %v", err)
+	}
+	if n := ds.CountRows(); n != 35 {
+		t.Fatalf("walled base table: %d rows, want 20 base rows + 15 merged", n)
 	}
 
 	// The admin API.

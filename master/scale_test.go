@@ -198,7 +198,7 @@ func TestTenThousandExperiments(t *testing.T) {
 	if r.RowCount != 10 || r.FragmentCount != 2 || r.URI != "mem://data/exp-04242.rollout.lance" {
 		t.Fatalf("row %+v", r)
 	}
-	measure("idle", func() { time.Sleep(2 * time.Second) })
+	measure("idle", func() { time.Sleep(2 * time.Second) }) // the measurement window: readers alone for 2 s
 	// The maintenance pass runs over a view of the same _stats with 20 ms per request, so
 	// that it lasts long enough to overlap many reads.
 	const backlog = 20000

@@ -246,20 +246,26 @@ type dirSyncs struct {
 
 type dirSyncState struct {
 	running bool
-	// gen counts syncs started; a waiter needs one that started after its request.
+	// started counts syncs started; a waiter needs one that started after its request.
 	started, done uint64
 	err           error
-	cond          *sync.Cond
+	// finished is closed (and replaced) when a sync ends: waiters select on it beside
+	// their ctx, which a sync.Cond cannot do.
+	finished chan struct{}
 }
 
-func (d *dirSyncs) sync(dir string) error {
+// sync fsyncs dir, or waits for a sync of dir that starts after the call. A waiter
+// gives up when ctx ends (the fsync it waited for may still complete: the caller's
+// change is then durable, but the caller cannot know it); the fsync itself cannot be
+// interrupted and is not abandoned by its runner.
+func (d *dirSyncs) sync(ctx context.Context, dir string) error {
 	d.mu.Lock()
 	if d.state == nil {
 		d.state = map[string]*dirSyncState{}
 	}
 	st := d.state[dir]
 	if st == nil {
-		st = &dirSyncState{cond: sync.NewCond(&d.mu)}
+		st = &dirSyncState{finished: make(chan struct{})}
 		d.state[dir] = st
 	}
 	need := st.started + 1 // a sync that starts after this point covers our change
@@ -278,10 +284,18 @@ func (d *dirSyncs) sync(dir string) error {
 			d.mu.Lock()
 			st.running = false
 			st.done, st.err = gen, err
-			st.cond.Broadcast()
+			close(st.finished)
+			st.finished = make(chan struct{})
 			continue
 		}
-		st.cond.Wait()
+		finished := st.finished
+		d.mu.Unlock()
+		select {
+		case <-finished:
+		case <-ctx.Done():
+			return fmt.Errorf("objstore: wait for fsync of %s: %w", dir, ctx.Err())
+		}
+		d.mu.Lock()
 	}
 }
 
@@ -586,7 +600,7 @@ func (s *FileStore) Copy(ctx context.Context, src, dst string) error {
 	if err == nil {
 		now := time.Now()
 		if err = os.Chtimes(dstPath, now, now); err == nil {
-			err = s.dirSync.sync(dir)
+			err = s.dirSync.sync(ctx, dir)
 		}
 	} else {
 		s.prune(dir)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,9 +23,11 @@ import (
 // TestQuickStart runs the README's quick start as written: the first command (`go run
 // ./cmd/lancectx serve ...`) runs in-process with the same arguments (plus a temporary
 // data directory and a free port), each curl line is sent over real HTTP exactly as
-// curl would send it, the sleeps are slept, and the LanceDB line runs under node. It
-// then reads the dataset with the LanceDB oracle. Editing the README's commands
-// without keeping them working fails this test.
+// curl would send it, each bounded wait loop polls its curl until grep's pattern
+// matches (failing if it never does), and the LanceDB line runs under node. It then
+// reads the dataset with the LanceDB oracle. Editing the README's commands without
+// keeping them working fails this test, and so does a bare sleep: the quick start
+// waits for what it needs, not for a guessed time.
 func TestQuickStart(t *testing.T) {
 	root, err := repoRoot()
 	if err != nil {
@@ -160,22 +163,21 @@ func quickStartCommands(readme string) ([]string, error) {
 	return cmds, nil
 }
 
-// runQuickStartLine runs one quick start line: curl (as an HTTP request), sleep, or
-// `(cd DIR && node ...)`. The README's address and data directory are replaced by the
-// test's.
+// waitLoopRE is the quick start's bounded wait: poll a curl until grep matches.
+var waitLoopRE = regexp.MustCompile(`^for \w+ in \$\(seq (\d+)\); do (curl .+) \| grep -q ('[^']*'|\S+) && break; sleep ([0-9.]+); done$`)
+
+// runQuickStartLine runs one quick start line: curl (as an HTTP request), a bounded
+// wait loop over curl and grep -q, or `(cd DIR && node ...)`. The README's address
+// and data directory are replaced by the test's.
 func runQuickStartLine(t *testing.T, line, root, addr, dataDir string) (string, error) {
+	if m := waitLoopRE.FindStringSubmatch(line); m != nil {
+		return waitLoop(m[1], m[2], m[3], m[4], addr)
+	}
 	words, err := shellWords(line)
 	if err != nil {
 		return "", err
 	}
 	switch {
-	case len(words) == 2 && words[0] == "sleep":
-		secs, err := strconv.ParseFloat(words[1], 64)
-		if err != nil {
-			return "", err
-		}
-		time.Sleep(time.Duration(secs * float64(time.Second)))
-		return "", nil
 	case words[0] == "curl":
 		return curlLike(words[1:], addr)
 	case strings.HasPrefix(line, "(cd ") && strings.HasSuffix(line, ")"):
@@ -209,6 +211,41 @@ func runQuickStartLine(t *testing.T, line, root, addr, dataDir string) (string, 
 		return string(out), nil
 	}
 	return "", fmt.Errorf("the quick start test does not know how to run %q", words[0])
+}
+
+// waitLoop runs `for i in $(seq tries); do CURL | grep -q PATTERN && break; sleep
+// pause; done`: it polls until the answer matches (grep's basic regular expressions
+// and Go's agree on the quick start's patterns) and, unlike the shell loop, fails if
+// it never does.
+func waitLoop(tries, curl, pattern, pause, addr string) (string, error) {
+	n, err := strconv.Atoi(tries)
+	if err != nil {
+		return "", err
+	}
+	secs, err := strconv.ParseFloat(pause, 64)
+	if err != nil {
+		return "", err
+	}
+	pw, err := shellWords(pattern)
+	if err != nil || len(pw) != 1 {
+		return "", fmt.Errorf("grep pattern %s: want one word", pattern)
+	}
+	re, err := regexp.Compile(pw[0])
+	if err != nil {
+		return "", err
+	}
+	words, err := shellWords(curl)
+	if err != nil {
+		return "", err
+	}
+	var out string
+	for i := 0; i < n; i++ {
+		if out, err = curlLike(words[1:], addr); err == nil && re.MatchString(out) {
+			return "", nil
+		}
+		time.Sleep(time.Duration(secs * float64(time.Second))) // the loop's poll interval
+	}
+	return out, fmt.Errorf("%s never matched %s in %d tries (last error %v)", curl, pattern, n, err)
 }
 
 // curlLike sends the request curl would for args (-s, -S, -X, -H, -d), failing on a

@@ -299,15 +299,26 @@ lancectx_objstore_delete_failures_total{store="adls"} 1500
 
 func TestLatency(t *testing.T) {
 	ctx := context.Background()
-	f := faults.Wrap(objstore.NewMem(), mustParse(t, "latency=20ms,jitter=10ms,seed=1"))
+	// The delay is really waited out: a request whose deadline comes before the
+	// injected latency ends with the deadline, one without latency does not.
+	f := faults.Wrap(objstore.NewMem(), mustParse(t, "latency=1h,jitter=10ms,seed=1"))
 	for range 3 {
-		start := time.Now()
-		f.Stat(ctx, "k")
-		// Only a lower bound: a loaded machine makes it slower, never faster.
-		if d := time.Since(start); d < 20*time.Millisecond {
-			t.Errorf("Stat took %v, want >= 20ms", d)
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		_, err := f.Stat(dctx, "k")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Stat with a 20ms deadline under 1h latency = %v, want DeadlineExceeded", err)
 		}
 	}
+	if got := f.Stats().Requests[objstore.OpStat]; got != 3 {
+		t.Errorf("%d Stat requests counted, want 3", got)
+	}
+	f = faults.Wrap(objstore.NewMem(), mustParse(t, "jitter=0,seed=1"))
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	if _, err := f.Stat(dctx, "k"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("Stat without latency = %v, want ErrNotFound", err)
+	}
+	dcancel()
 
 	// A cancelled context ends the wait at once.
 	f = faults.Wrap(objstore.NewMem(), mustParse(t, "latency=1h"))

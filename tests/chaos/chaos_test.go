@@ -205,7 +205,7 @@ func (s *suite) run() {
 			s.load.stop()
 		}
 	}()
-	time.Sleep(s.m.warmup)
+	time.Sleep(s.m.warmup) // the behaviour under test: the cluster runs under load for the warm-up
 	if err := s.waitHealthy(ctx, 60*time.Second); err != nil {
 		t.Fatalf("the cluster is not healthy after the warm-up: %v", err)
 	}

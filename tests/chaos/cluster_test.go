@@ -298,7 +298,7 @@ func (c *cluster) startNode(n *node, faults string) error {
 		if !strings.Contains(last.Error(), "address already in use") {
 			return last
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // backoff before the next attempt
 	}
 	return last
 }

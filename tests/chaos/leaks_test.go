@@ -38,13 +38,12 @@ const (
 	leakRatio      = 0.25
 )
 
-// quiesce closes every idle client connection of the suite and gives the servers a
-// moment to drop theirs.
+// quiesce closes every idle client connection of the suite; sample then waits for
+// each server's usage to settle (its side of those connections closed).
 func (s *suite) quiesce() {
 	s.load.closeIdle()
 	s.c.http.CloseIdleConnections()
 	http.DefaultClient.CloseIdleConnections()
-	time.Sleep(2 * time.Second)
 }
 
 // sampleAll pauses the load, lets the processes quiet down and samples every worker,
@@ -83,11 +82,16 @@ func (s *suite) sampleAll(ctx context.Context, label string) map[string]usage {
 	return out
 }
 
+// sample reads a process's goroutines and open fds until two readings in a row agree
+// (connections the suite closed have left the server's table, goroutines that served
+// them have ended) or 10 s pass, and keeps the smallest of the readings.
 func (s *suite) sample(ctx context.Context, metricsURL string, pid int) usage {
 	u := usage{pid: pid, goroutines: math.NaN(), fds: math.NaN()}
-	for i := 0; i < 3; i++ {
+	prevG, prevF := math.NaN(), math.NaN()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
 		if i > 0 {
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond) // poll interval
 		}
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		vals, err := s.c.scrape(mctx, metricsURL, "go_goroutines", "process_open_fds")
@@ -109,6 +113,11 @@ func (s *suite) sample(ctx context.Context, metricsURL string, pid int) usage {
 		if math.IsNaN(u.fds) || fds < u.fds {
 			u.fds, u.fdsFrom = fds, from
 		}
+		g := vals["go_goroutines"]
+		if i >= 2 && g == prevG && fds == prevF {
+			break // settled
+		}
+		prevG, prevF = g, fds
 	}
 	return u
 }

@@ -89,7 +89,7 @@ func (s *suite) restartNode(n *node, faults string) {
 		if err = s.c.startNode(n, faults); err == nil {
 			return
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // backoff before the next attempt
 	}
 	s.failf("restart %s: %v", n.id, err)
 }
@@ -210,13 +210,13 @@ func (s *suite) etcdLoop(ctx context.Context) {
 		}
 		leaderAfter := time.Since(t0)
 		down := s.c.rng.between(3*time.Second, 6*time.Second)
-		time.Sleep(max(down-leaderAfter, 0))
+		time.Sleep(max(down-leaderAfter, 0)) // the behaviour under test: the member stays down a while
 		var rerr error
 		for attempt := 0; attempt < 3; attempt++ {
 			if rerr = s.c.restartMember(m); rerr == nil {
 				break
 			}
-			time.Sleep(2 * time.Second)
+			time.Sleep(2 * time.Second) // backoff before the next attempt
 		}
 		if rerr != nil {
 			s.failf("etcd: restart %s: %v", m.name, rerr)

@@ -211,7 +211,7 @@ func TestSoak(t *testing.T) {
 
 	if *flagHold > 0 {
 		t.Logf("load done; holding the server idle for %s", *flagHold)
-		time.Sleep(*flagHold)
+		time.Sleep(*flagHold) // the behaviour under test: an idle server after the load (--hold)
 	}
 	// The state after the load.
 	st, health := c.do(ctx, "health", "GET", "/api/v1/health", nil)
