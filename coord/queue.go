@@ -59,6 +59,9 @@ func (q *Queue) Enqueue(ctx context.Context, spec TaskSpec) (Task, bool, error) 
 		Payload:     spec.Payload,
 		CreatedAt:   time.Now().UTC(),
 	}
+	if spec.NotBefore.After(t.CreatedAt) {
+		t.NotBefore = spec.NotBefore.UTC()
+	}
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = q.cfg.MaxAttempts
 	}
@@ -114,7 +117,10 @@ func (q *Queue) Enqueue(ctx context.Context, spec TaskSpec) (Task, bool, error) 
 			cdMod = modOf(ckvs)
 			cd := q.decodeCooldown(ckvs, now)
 			t.Failures, t.NotBefore = cd.Failures, time.Time{}
-			if !spec.IgnoreCooldown && cd.Until.After(now) {
+			if spec.NotBefore.After(now) {
+				t.NotBefore = spec.NotBefore.UTC()
+			}
+			if !spec.IgnoreCooldown && cd.Until.After(now) && cd.Until.After(t.NotBefore) {
 				t.NotBefore = cd.Until
 			}
 			continue

@@ -98,6 +98,10 @@ type TaskSpec struct {
 	// IgnoreCooldown enqueues the task ready now even if its kind and target are in
 	// a failure cooldown (a manual request).
 	IgnoreCooldown bool
+	// NotBefore delays the task: it is not claimable before then (e.g. a retry's
+	// backoff, kept by the queue rather than by a sleeping process). A failure
+	// cooldown that ends later delays it further.
+	NotBefore time.Time
 }
 
 const (

@@ -60,6 +60,8 @@ type taskRequest struct {
 	// Manual requests (the admin API) skip the failure cooldown.
 	Manual  bool
 	Payload taskPayload
+	// NotBefore delays the task (a retry's backoff).
+	NotBefore time.Time
 }
 
 // taskTimeout is the claim deadline of a kind. Maintenance passes bound themselves by
@@ -87,7 +89,7 @@ func (m *Master) enqueue(ctx context.Context, req taskRequest) (coord.Task, bool
 		return coord.Task{}, false, err
 	}
 	t, created, err := m.queue.Enqueue(ctx, coord.TaskSpec{Kind: req.Kind, Target: req.Target, DependsOn: req.DependsOn,
-		Payload: payload, Timeout: m.taskTimeout(req.Kind), IgnoreCooldown: req.Manual})
+		Payload: payload, Timeout: m.taskTimeout(req.Kind), IgnoreCooldown: req.Manual, NotBefore: req.NotBefore})
 	if err != nil {
 		return t, false, err
 	}
@@ -257,29 +259,24 @@ func (m *Master) failTask(ctx context.Context, cl *coord.Claim, err error, log *
 	log.Warn("task failed", "err", err)
 }
 
-// retryLater enqueues a task that overran its deadline again after a backoff.
+// retryLater enqueues a task that overran its deadline again, claimable after a
+// backoff: the queue keeps the delay (coord.TaskSpec.NotBefore), so the retry survives
+// this master stopping meanwhile.
 func (m *Master) retryLater(ctx context.Context, t coord.Task) {
 	var p taskPayload
 	_ = json.Unmarshal(t.Payload, &p)
 	if p.Retry >= maxDeadlineRetries || len(t.DependsOn) > 0 {
 		return
 	}
-	d := retryBackoff(p.Retry)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if !sleepCtx(ctx, d) {
-			return
-		}
-		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		nt, _, err := m.enqueue(ectx, taskRequest{Kind: t.Kind, Target: t.Target, Payload: taskPayload{Retry: p.Retry + 1, Origin: "retry"}})
-		if err != nil {
-			m.log.Warn("task retry after deadline not enqueued; the next sweep will", "task", t.ID, "err", err)
-			return
-		}
-		m.log.Info("task retried after its deadline", "task", t.ID, "retry", p.Retry+1, "new_task", nt.ID)
-	}()
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	nt, _, err := m.enqueue(ectx, taskRequest{Kind: t.Kind, Target: t.Target, Payload: taskPayload{Retry: p.Retry + 1, Origin: "retry"},
+		NotBefore: time.Now().Add(retryBackoff(p.Retry))})
+	if err != nil {
+		m.log.Warn("task retry after deadline not enqueued; the next sweep will", "task", t.ID, "err", err)
+		return
+	}
+	m.log.Info("task retried after its deadline", "task", t.ID, "retry", p.Retry+1, "new_task", nt.ID, "not_before", nt.NotBefore)
 }
 
 // heartbeat records liveness in the task record until ctx ends; a lost claim stops

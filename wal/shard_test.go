@@ -116,10 +116,7 @@ func TestSealAndReplayBoundaries(t *testing.T) {
 		appendRows(t, s, rs...)
 	}
 	// Some memtables sealed by size, the rest is in the memtable.
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().FrozenMemtables > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the frozen memtables to be sealed", func() bool { return s.Stats().FrozenMemtables == 0 })
 	st1 := s.Stats()
 	if st1.SealedThroughSeq == 0 || st1.SealedThroughSeq >= st1.AppliedSeq {
 		t.Fatalf("want some but not all entries sealed: %+v", st1)

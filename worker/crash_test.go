@@ -220,6 +220,7 @@ func TestCrashKill9(t *testing.T) {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(mseed, 99))
 			for ctx.Err() == nil {
+				// Pacing, not synchronisation: merges at random moments are the load.
 				time.Sleep(time.Duration(30+r.IntN(120)) * time.Millisecond)
 				req, _ := http.NewRequestWithContext(ctx, "POST", p.url+"/api/v1/internal/merge-wal/crash", nil)
 				if resp, err := client.Do(req); err == nil {
@@ -230,6 +231,7 @@ func TestCrashKill9(t *testing.T) {
 				}
 			}
 		})
+		// The behaviour under test: a kill at a random moment of the load.
 		time.Sleep(time.Duration(150+rng.IntN(550)) * time.Millisecond)
 		p.kill9()
 		cancel()
