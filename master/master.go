@@ -269,8 +269,9 @@ func (m *Master) Start(ctx context.Context) {
 
 // Close stops every loop and executor goroutine, resigns the leadership (so another
 // master takes over at once, without waiting for the lease) and waits for running
-// tasks to stop (bounded by ctx; tasks cut short are requeued by the queue's recovery
-// once this process's lease ends: close the coord.Client after the master).
+// tasks and loop passes to stop (bounded by ctx; tasks cut short are requeued by the
+// queue's recovery once this process's lease ends: close the coord.Client after the
+// master).
 func (m *Master) Close(ctx context.Context) error {
 	m.runMu.Lock()
 	if m.closed {
@@ -289,11 +290,14 @@ func (m *Master) Close(ctx context.Context) error {
 	go func() { m.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		m.log.Info("master: stopped")
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("master: close: %w", ctx.Err())
 	}
+	if err := m.loops.Wait(ctx); err != nil {
+		return fmt.Errorf("master: close: %w", err)
+	}
+	m.log.Info("master: stopped")
+	return nil
 }
 
 // statsWriterLock backs the scanner's WriterLock with the etcd lock.
