@@ -84,7 +84,7 @@ func (cf *controlFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&cf.masterID, "master-id", envOr("MASTER_ID", envOr("INSTANCE_ID", "")),
 		"this master's identity in the cluster view and task claims, unique per running master and kept across its restarts "+
 			"(e.g. the pod name): a restarted master takes over its earlier incarnation's leadership at once "+
-			"(env MASTER_ID, else INSTANCE_ID; default "+host+"-<random>, new at every start; `serve` with its embedded etcd keeps one in <etcd-dir>/"+serveMasterIDFile+")")
+			"(env MASTER_ID, else INSTANCE_ID; default "+host+"-<random>, new at every start; serve with its embedded etcd keeps one in <etcd-dir>/"+serveMasterIDFile+")")
 	f.StringVar(&cf.advertise, "advertise-url", envOr("MASTER_ADVERTISE_URL", ""), "admin URL other masters show for this one (env MASTER_ADVERTISE_URL)")
 }
 
