@@ -25,6 +25,14 @@
 // re-registers its workers; locks, leadership and claims must be taken again.
 // Close revokes the lease, releasing everything at once instead of a TTL later.
 //
+// A process that crashed cannot revoke its lease, which then keeps its leadership
+// for up to a TTL (a whole TTL after an etcd restart, which refreshes every lease).
+// A process whose identity is unique and stable across restarts (persisted with its
+// data, or a pod name) calls TakeOverCandidacy once at start: it revokes the lease of
+// its own earlier incarnation, found by its identity among the role's candidates, and
+// campaigns at once. Other code outside the package reads the candidates with
+// Candidates and builds no key of its own.
+//
 // # Keys
 //
 // All keys live under the prefix P (ETCD_PREFIX, default "/lancectx"). <hex> is the
@@ -46,6 +54,8 @@
 //	P/dedupe/<kind>/<hex>             id of the queued or running task of a kind and target
 //	P/cooldown/<kind>/<hex>           Cooldown JSON: consecutive failures and backoff window
 //	P/history/<ms>_<id>               kind; a finished task, ordered by finish time (pruning)
+//	P/state/<name>                    a small JSON document (GetState/PutState), e.g. the
+//	                                  masters' _stats maintenance bookkeeping
 //
 // Leased keys vanish when their process's lease ends; the others are durable, and
 // recovery reads them.

@@ -180,8 +180,10 @@ func (c *Client) ObserveLeader(ctx context.Context, role string) (<-chan LeaderI
 				}
 				first, last = false, li
 			}
-			// Wait for any change under the role's prefix, then read again.
-			wctx, wcancel := context.WithCancel(ctx)
+			// Wait for any change under the role's prefix, then read again. The watch
+			// requires a raft leader: a member cut off from its quorum ends it, and the
+			// read that follows fails rather than repeat a stale view.
+			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 			wch := c.cli.Watch(wctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 			broken := false
 			select {

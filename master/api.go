@@ -598,6 +598,8 @@ func (m *Master) handleCluster(w http.ResponseWriter, r *http.Request) {
 // HealthChecks reports every loop of this master as a health check: a loop that has
 // not succeeded within three intervals while this master runs it is failing, and its
 // message names it and says since when; standby (leader-only) and disabled loops are ok.
+// One more check, master.planner_leader, fails once no master has led the planner for
+// more than two lease TTLs (whoever leads: it names the leader). No check does I/O.
 func (m *Master) HealthChecks(now time.Time) []api.HealthCheck {
 	var out []api.HealthCheck
 	for _, h := range m.loops.Health(now) {
@@ -622,7 +624,7 @@ func (m *Master) HealthChecks(now time.Time) []api.HealthCheck {
 		}
 		out = append(out, c)
 	}
-	return out
+	return append(out, m.plannerLeaderCheck(now))
 }
 
 func (m *Master) handleHealth(w http.ResponseWriter, _ *http.Request) {

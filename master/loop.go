@@ -52,6 +52,8 @@ type Loops struct {
 	metrics *loopMetrics
 	mu      sync.Mutex // guards loops (registration only; never held while a pass runs)
 	loops   []*loopState
+	// wg counts the goroutines of Start; Wait waits for them.
+	wg sync.WaitGroup
 	// observer, when set, hears of every finished pass (tests and benchmarks measure
 	// the gaps between passes with it).
 	observer atomic.Pointer[func(LoopPass)]
@@ -110,12 +112,33 @@ func NewLoops(log *slog.Logger, reg prometheus.Registerer) *Loops {
 	return &Loops{log: log, metrics: newLoopMetrics(reg)}
 }
 
-// Start runs l until ctx ends (in a new goroutine). The loop is active from the start;
-// see StartStandby for loops that run only while this replica leads.
+// Start runs l until ctx ends (in a new goroutine, which Wait waits for). The loop is
+// active from the start; see Standby for loops that run only while this replica leads.
 func (ls *Loops) Start(ctx context.Context, l Loop) {
 	st := ls.register(l)
 	st.setActive(true)
-	go ls.run(ctx, st)
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		ls.run(ctx, st)
+	}()
+}
+
+// Wait waits until every loop begun with Start has returned (their contexts ended and
+// their passes stopped), or ctx ends. Standby loops are waited for by whoever runs
+// RunActive.
+func (ls *Loops) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		ls.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Register adds a loop that is started later with Activate (leader-only loops): until

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,9 @@ const (
 	LoopStatsRefresh   = "stats_refresh"
 	LoopQueueMetrics   = "queue_metrics"
 	queueMetricsPeriod = 15 * time.Second
+	// CheckPlannerLeader is the health check that fails when no planner leader has
+	// existed for more than two lease TTLs.
+	CheckPlannerLeader = "planner_leader"
 )
 
 // Config is what a master needs: its settings and the shared services it runs over.
@@ -58,6 +62,14 @@ type Config struct {
 	Queue *coord.QueueConfig
 	// InstanceID names this master in the cluster, task claims and logs (default:
 	// hostname plus a random suffix). Address is its advertised admin URL.
+	//
+	// A given InstanceID is taken as the master's stable identity: unique to one
+	// running process at a time and the same after a restart (a pod name, or an id
+	// persisted with the data, see LoadOrCreateInstanceID). At start such a master
+	// revokes the lease of its own earlier incarnation still standing in the planner
+	// election (coord.Client.TakeOverCandidacy), so that a restart after a crash
+	// leads at once instead of a lease TTL later. Two live masters given the same id
+	// would evict each other once.
 	InstanceID string
 	Address    string
 	// Registerer receives the master's metrics (nil: a registry of its own); Gatherer
@@ -106,8 +118,11 @@ type Master struct {
 		scan, merge, compact, cleanup *StandbyLoop
 	}
 	leader   atomic.Bool
-	leaderMu sync.Mutex // guards term
-	term     *coord.Leadership
+	stableID bool // InstanceID was given: take over from an earlier incarnation
+	// leaderSeen is the planner leadership as last seen by trackLeader (never nil).
+	leaderSeen atomic.Pointer[leaderView]
+	leaderMu   sync.Mutex // guards term
+	term       *coord.Leadership
 	// scanRounds counts the rounds of the current leadership term (maintenance runs on
 	// round 1 and every N after).
 	scanRounds atomic.Int64
@@ -148,8 +163,9 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	if cfg.InstanceID == "" {
-		cfg.InstanceID = defaultInstanceID()
+	stableID := cfg.InstanceID != ""
+	if !stableID {
+		cfg.InstanceID = NewInstanceID()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -170,7 +186,8 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, errors.New("master: Config.Registerer is required with a Gatherer")
 	}
 	m := &Master{cfg: cfg, set: set, id: cfg.InstanceID, started: time.Now(), data: cfg.Data, coord: cfg.Coord,
-		queue: q, reg: cfg.Registerer, gather: cfg.Gatherer, cleanupAt: map[string]int64{}}
+		queue: q, reg: cfg.Registerer, gather: cfg.Gatherer, cleanupAt: map[string]int64{}, stableID: stableID}
+	m.leaderSeen.Store(&leaderView{since: m.started})
 	m.log = cfg.Logger.With("master", m.id)
 	m.registry = registry.New(cfg.Data, "rollout")
 	m.stats = NewStatsStore(objstore.Prefixed(cfg.Data, StatsDataset))
@@ -208,14 +225,93 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 	return m, nil
 }
 
-func defaultInstanceID() string {
+// NewInstanceID returns a fresh master id: the hostname plus a random suffix. It is
+// not stable: a restart gets another one unless it is persisted.
+func NewInstanceID() string {
 	host, _ := os.Hostname()
+	// A hostname is made of the characters an id may hold; anything else (an odd
+	// container runtime) is replaced so the id stays a valid key segment.
+	host = strings.Map(func(r rune) rune {
+		if r < 0x80 && (r == '-' || r == '.' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '-'
+	}, host)
+	host = strings.TrimLeft(host[:min(len(host), 64)], "-.") // ids are at most 128 bytes
 	if host == "" {
 		host = "master"
 	}
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// LoadOrCreateInstanceID returns the master id kept in the file at path, creating
+// the file with a NewInstanceID on first use (written to a temporary file, synced and
+// renamed, so a crash leaves either no file or a whole one). Keep the file where
+// only one process can run at a time, e.g. beside the embedded etcd's data, which
+// etcd locks: the id is then a stable identity (see Config.InstanceID).
+func LoadOrCreateInstanceID(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		id := strings.TrimSpace(string(b))
+		if !validInstanceID(id) {
+			return "", fmt.Errorf("master id file %s holds %q: want 1 to 128 of [A-Za-z0-9._:-], starting with a letter, digit or _", path, id)
+		}
+		return id, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("read master id file: %w", err)
+	}
+	id := NewInstanceID()
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("create master id file: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	_, err = tmp.WriteString(id + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return "", fmt.Errorf("write master id file %s: %w", path, err)
+	}
+	return id, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// validInstanceID accepts what coord accepts as an executor id.
+func validInstanceID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		ch := id[i]
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9', ch == '_':
+		case (ch == '.' || ch == '-' || ch == ':') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // ID is this master's instance id.
@@ -264,13 +360,19 @@ func (m *Master) Start(ctx context.Context) {
 		defer m.wg.Done()
 		m.campaign(ctx)
 	}()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.trackLeader(ctx)
+	}()
 	m.log.Info("master: started", "address", m.cfg.Address, "data_dir", m.cfg.DataURI)
 }
 
 // Close stops every loop and executor goroutine, resigns the leadership (so another
 // master takes over at once, without waiting for the lease) and waits for running
-// tasks to stop (bounded by ctx; tasks cut short are requeued by the queue's recovery
-// once this process's lease ends: close the coord.Client after the master).
+// tasks and loop passes to stop (bounded by ctx; tasks cut short are requeued by the
+// queue's recovery once this process's lease ends: close the coord.Client after the
+// master).
 func (m *Master) Close(ctx context.Context) error {
 	m.runMu.Lock()
 	if m.closed {
@@ -289,11 +391,14 @@ func (m *Master) Close(ctx context.Context) error {
 	go func() { m.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		m.log.Info("master: stopped")
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("master: close: %w", ctx.Err())
 	}
+	if err := m.loops.Wait(ctx); err != nil {
+		return fmt.Errorf("master: close: %w", err)
+	}
+	m.log.Info("master: stopped")
+	return nil
 }
 
 // statsWriterLock backs the scanner's WriterLock with the etcd lock.
@@ -330,6 +435,10 @@ func (m *Master) candidateValue() string {
 	b, _ := json.Marshal(candidate{ID: m.id, Address: m.cfg.Address, StartedAt: m.started.UTC()})
 	return string(b)
 }
+
+// sameIdentity tells whether a candidate value is this master's: another lease with
+// it is an earlier incarnation of this master (see Config.InstanceID).
+func (m *Master) sameIdentity(value string) bool { return parseCandidate(value).ID == m.id }
 
 func parseCandidate(v string) candidate {
 	var c candidate

@@ -8,15 +8,39 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 )
 
 // campaign keeps this master a candidate for the planner role; while it leads, the
 // planner loops and the queue recoverer run under the leadership's context, so they
 // all stop the moment the term ends (lease lost, resignation, shutdown).
+//
+// A master with a stable identity first takes over the candidacy of its own earlier
+// incarnation (a crashed process with the same id, whose lease would hold the role
+// for up to a TTL), once per process: see coord.Client.TakeOverCandidacy.
 func (m *Master) campaign(ctx context.Context) {
 	backoff := time.Second
+	takeOver := m.stableID
 	for ctx.Err() == nil {
+		if takeOver {
+			// Bounded on its own: a takeover that cannot finish must not delay the
+			// campaign longer than a plain wait for the old lease would.
+			tctx, cancel := context.WithTimeout(ctx, m.coord.LeaseTTL())
+			taken, err := m.coord.TakeOverCandidacy(tctx, PlannerRole, m.sameIdentity)
+			cancel()
+			if err != nil {
+				// Campaign anyway (behind the old lease, at worst a TTL); the next
+				// attempt tries the takeover again.
+				m.log.Warn("master: could not take over the candidacy of an earlier incarnation", "err", err)
+			} else {
+				takeOver = false
+				for _, t := range taken {
+					m.log.Info("master: took over from an earlier incarnation of this master",
+						"lease", fmt.Sprintf("%x", int64(t.Lease)), "was_leader", t.Leader)
+				}
+			}
+		}
 		lead, err := m.coord.Campaign(ctx, PlannerRole, m.candidateValue())
 		if err != nil {
 			if ctx.Err() != nil {
@@ -30,6 +54,9 @@ func (m *Master) campaign(ctx context.Context) {
 			continue
 		}
 		backoff = time.Second
+		// Once this process has led, a candidate with our id can only be a
+		// process that shares it: never take over again.
+		takeOver = false
 		m.lead(ctx, lead)
 	}
 }
@@ -269,4 +296,71 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// leaderView is what this master last learnt of the planner leadership from its
+// watch (trackLeader). Health reads it without I/O.
+type leaderView struct {
+	present bool
+	id      string    // the leader's master id, when present
+	since   time.Time // when the leader (or its absence) was first seen
+	seen    bool      // false until the watch has answered once
+}
+
+// trackLeader follows the planner leadership with a watch (coord.Client.ObserveLeader
+// reads once, then waits for changes: no polling) until ctx ends. While etcd cannot
+// be read the view stays as last seen; the loops that use etcd report that outage.
+func (m *Master) trackLeader(ctx context.Context) {
+	ch, err := m.coord.ObserveLeader(ctx, PlannerRole)
+	if err != nil {
+		m.log.Warn("master: cannot watch the planner leadership; its health check keeps the state at start", "err", err)
+		return
+	}
+	for li := range ch {
+		m.observeLeader(li, time.Now())
+	}
+}
+
+// observeLeader records one observation of the planner leadership made at at.
+func (m *Master) observeLeader(li coord.LeaderInfo, at time.Time) {
+	prev := m.leaderSeen.Load()
+	v := &leaderView{present: li.Token != 0, since: at, seen: true}
+	if v.present {
+		v.id = parseCandidate(li.Value).ID
+		if prev.present && prev.id == v.id {
+			v.since = prev.since
+		}
+	} else if !prev.present {
+		v.since = prev.since // still none: the absence started earlier
+	}
+	m.leaderSeen.Store(v)
+}
+
+// plannerLeaderCheck is the health check CheckPlannerLeader: failing once no planner
+// leader has existed for more than two lease TTLs (one TTL is how long a crashed
+// leader's lease can hold the role; past two, nobody is taking over).
+func (m *Master) plannerLeaderCheck(now time.Time) api.HealthCheck {
+	c := api.HealthCheck{Name: "master." + CheckPlannerLeader, Status: api.HealthOK}
+	v := m.leaderSeen.Load()
+	if v.present {
+		c.Message = "planner leader: " + v.id
+		if v.id == m.id {
+			c.Message += " (this master)"
+		}
+		return c
+	}
+	limit := 2 * m.coord.LeaseTTL()
+	gone := max(now.Sub(v.since), 0).Round(time.Second)
+	what := "no planner leader for " + gone.String()
+	if !v.seen {
+		what = "no planner leader seen since this master started " + gone.String() + " ago"
+	}
+	if now.Sub(v.since) > limit {
+		c.Status = api.HealthFailing
+		c.Message = fmt.Sprintf("%s (limit %s, two lease TTLs): no master runs the stats scan and the sweeps; "+
+			"check that the masters are running and reach etcd", what, limit)
+		return c
+	}
+	c.Message = what + ": an election is under way"
+	return c
 }

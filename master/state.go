@@ -2,47 +2,33 @@ package master
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lancectx/lancectx/coord"
 )
 
-// etcdState keeps the shared _stats maintenance bookkeeping at P/master/stats-maintenance.
-// Passes are serialized by the queue (one task per target at a time), so plain puts do.
+// maintenanceStateName names the shared _stats maintenance bookkeeping among coord's
+// state documents (P/state/stats-maintenance).
+const maintenanceStateName = "stats-maintenance"
+
+// etcdState keeps the shared _stats maintenance bookkeeping in a coord state
+// document. Passes are serialized by the queue (one task per target at a time), so
+// plain puts do.
 type etcdState struct {
 	c *coord.Client
 }
 
-func (s *etcdState) key() string { return s.c.Prefix() + "/master/stats-maintenance" }
-
 func (s *etcdState) LoadMaintenanceState(ctx context.Context) (MaintenanceState, error) {
-	resp, err := s.c.Etcd().Get(ctx, s.key())
-	if err != nil {
-		return MaintenanceState{}, fmt.Errorf("read %s: %w", s.key(), err)
-	}
 	var st MaintenanceState
-	if len(resp.Kvs) == 0 {
-		return st, nil
-	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
-		return MaintenanceState{}, fmt.Errorf("decode %s: %w", s.key(), err)
+	if _, err := s.c.GetState(ctx, maintenanceStateName, &st); err != nil {
+		return MaintenanceState{}, err
 	}
 	return st, nil
 }
 
 func (s *etcdState) SaveMaintenanceState(ctx context.Context, st MaintenanceState) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if _, err := s.c.Etcd().Put(ctx, s.key(), string(b)); err != nil {
-		return fmt.Errorf("write %s: %w", s.key(), err)
-	}
-	return nil
+	return s.c.PutState(ctx, maintenanceStateName, st)
 }
 
 // MasterInfo describes a live master (a candidate of the planner election).
@@ -54,18 +40,17 @@ type MasterInfo struct {
 }
 
 // listMasters reads the planner election's candidates: every running master campaigns,
-// so they are the live masters (keys attached to each master's lease, in campaign
-// order; the first is the leader).
+// so they are the live masters (attached to each master's lease, in campaign order;
+// the first is the leader).
 func (m *Master) listMasters(ctx context.Context) ([]MasterInfo, error) {
-	pfx := m.coord.Prefix() + "/election/" + PlannerRole + "/"
-	resp, err := m.coord.Etcd().Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	cands, err := m.coord.Candidates(ctx, PlannerRole)
 	if err != nil {
 		return nil, fmt.Errorf("list masters: %w", err)
 	}
-	out := make([]MasterInfo, 0, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
-		c := parseCandidate(string(kv.Value))
-		mi := MasterInfo{ID: c.ID, Address: c.Address, Leader: i == 0}
+	out := make([]MasterInfo, 0, len(cands))
+	for _, cand := range cands {
+		c := parseCandidate(cand.Value)
+		mi := MasterInfo{ID: c.ID, Address: c.Address, Leader: cand.Leader}
 		if !c.StartedAt.IsZero() {
 			mi.StartedAt = c.StartedAt.Format("2006-01-02T15:04:05Z07:00")
 		}

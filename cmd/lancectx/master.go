@@ -81,7 +81,10 @@ func (cf *controlFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&cf.qMaxAttempts, "task-max-attempts", q.MaxAttempts, "claims of a task whose executor vanishes or overruns before it fails (env TASK_MAX_ATTEMPTS)")
 
 	host, _ := os.Hostname()
-	f.StringVar(&cf.masterID, "master-id", envOr("MASTER_ID", ""), "this master's name in the cluster view and task claims (env MASTER_ID; default "+host+"-<random>)")
+	f.StringVar(&cf.masterID, "master-id", envOr("MASTER_ID", envOr("INSTANCE_ID", "")),
+		"this master's identity in the cluster view and task claims, unique per running master and kept across its restarts "+
+			"(e.g. the pod name): a restarted master takes over its earlier incarnation's leadership at once "+
+			"(env MASTER_ID, else INSTANCE_ID; default "+host+"-<random>, new at every start; serve with its embedded etcd keeps one in <etcd-dir>/"+serveMasterIDFile+")")
 	f.StringVar(&cf.advertise, "advertise-url", envOr("MASTER_ADVERTISE_URL", ""), "admin URL other masters show for this one (env MASTER_ADVERTISE_URL)")
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -29,6 +30,9 @@ import (
 const (
 	serveDefaultDataDir = "./lancectx-data"
 	serveDefaultListen  = "127.0.0.1:3000"
+	// serveMasterIDFile, in the embedded etcd's directory, keeps the master's id
+	// across restarts: etcd locks that directory, so one process at a time has it.
+	serveMasterIDFile = "lancectx-master-id"
 )
 
 type serveFlags struct {
@@ -124,6 +128,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 	defer data.Close()
 
 	ecfg := sf.ctl.etcd.cfg
+	masterID := sf.ctl.masterID
 	if len(ecfg.Endpoints) == 0 {
 		if err := os.MkdirAll(etcdDir, 0o700); err != nil {
 			return fmt.Errorf("etcd dir: %w", err)
@@ -135,6 +140,18 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 		defer emb.Close()
 		ecfg.Endpoints = emb.Endpoints()
 		log.Info("serve: embedded etcd ready", "endpoint", emb.ClientURL(), "dir", etcdDir)
+		if masterID == "" {
+			// A stable identity, so that a restart after a crash takes over the
+			// leadership its earlier incarnation's lease still holds. Read only now
+			// that the running etcd holds the directory's lock. (With an external
+			// etcd the id is stable only when --master-id gives it: two serves
+			// could share a data dir there.)
+			idPath := filepath.Join(etcdDir, serveMasterIDFile)
+			if masterID, err = master.LoadOrCreateInstanceID(idPath); err != nil {
+				return err
+			}
+			log.Info("serve: master identity kept with the embedded etcd's data", "master_id", masterID, "file", idPath)
+		}
 	}
 	ecfg.Metrics, ecfg.Logger = coord.NewMetrics(reg), log
 	cli, err := coord.Connect(ctx, ecfg)
@@ -162,7 +179,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 
 	q := sf.ctl.queue
 	m, err := master.New(ctx, master.Config{Settings: sf.ctl.set, Data: data, DataURI: dataURI(dataDir), Coord: cli,
-		Queue: &q, InstanceID: sf.ctl.masterID, Address: sec.Scheme() + "://" + listen, Registerer: reg, Gatherer: reg,
+		Queue: &q, InstanceID: masterID, Address: sec.Scheme() + "://" + listen, Registerer: reg, Gatherer: reg,
 		WALMetrics: w.WALMetrics(), // registered on reg by the worker: the master's merges count there too
 		Logger:     log})
 	if err != nil {
@@ -174,18 +191,69 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", w.Handler())
 
+	var stopRegister func()
 	return serveHTTP(ctx, log, listen, sec.Auth.Wrap(mux), sec.TLS, sf.wf.shutdownTimeout, func(rctx context.Context) {
 		m.Start(rctx)
 		info := coord.WorkerInfo{ID: wcfg.WorkerID, Endpoint: advertiseURL("", sec.Scheme(), listen), Shards: []string{wal.ShardIDFor(wcfg.WorkerID)}}
-		if err := cli.RegisterWorker(rctx, info); err != nil {
-			log.Warn("serve: worker not registered in etcd (the cluster view will not list it)", "err", err)
-		}
+		stopRegister = registerServeWorker(rctx, log, cli, info)
 	}, func(sctx context.Context) {
+		if stopRegister != nil {
+			stopRegister()
+		}
 		if err := m.Close(sctx); err != nil {
 			log.Warn("serve: master close", "err", err)
 		}
 		closeWorker(sctx)
 	})
+}
+
+// registerServeWorker registers the worker in etcd in the background, trying again until
+// it succeeds or ctx ends: after a crash the earlier incarnation's registration stays
+// until its lease ends, which the master's takeover at start (or the lease's TTL)
+// brings about. The returned func stops trying and waits for the goroutine.
+func registerServeWorker(ctx context.Context, log *slog.Logger, cli *coord.Client, info coord.WorkerInfo) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		backoff := 100 * time.Millisecond
+		start, warned := time.Now(), false
+		for attempt := 1; ; attempt++ {
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			err := cli.RegisterWorker(rctx, info)
+			rcancel()
+			if err == nil {
+				if attempt > 1 {
+					log.Info("serve: worker registered in etcd", "id", info.ID, "attempts", attempt)
+				}
+				return
+			}
+			if ctx.Err() != nil || errors.Is(err, coord.ErrClosed) {
+				return
+			}
+			switch {
+			case attempt == 1 && errors.Is(err, coord.ErrWorkerExists):
+				// Expected after a crash, until the takeover or the TTL ends the old lease.
+				log.Info("serve: worker id still registered under an earlier lease; retrying until it ends", "id", info.ID, "err", err)
+			case attempt == 1 || !warned && time.Since(start) > 2*cli.LeaseTTL():
+				warned = true
+				log.Warn("serve: worker not registered in etcd yet (the cluster view does not list it); retrying until it is",
+					"id", info.ID, "err", err)
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // serveHealth is the body of serve's /api/v1/health: the worker's checks and the
