@@ -20,7 +20,8 @@ type WorkerInfo struct {
 	ID string `json:"id"`
 	// Endpoint is the worker's base URL, e.g. "http://worker-0.workers:8080".
 	Endpoint string `json:"endpoint"`
-	// Shards lists the WAL shards the worker writes.
+	// Shards lists the WAL shard of the worker in stores created before incarnations
+	// (wal.ShardIDFor); in every other store it is wal.ShardID(ID, its incarnation).
 	Shards []string `json:"shards,omitempty"`
 	// StartedAt is when the worker process started (default: registration time).
 	StartedAt time.Time `json:"started_at"`

@@ -47,6 +47,11 @@ type Settings struct {
 	// MergeWALMinGenerations: experiments with at least this many pending generations
 	// get a merge task (MERGE_WAL_MIN_GENERATIONS, 8).
 	MergeWALMinGenerations int
+	// MergeWALMaxAge: experiments whose oldest pending generation was sealed this long
+	// ago get a merge task however few pending generations they have, so the tail of an
+	// experiment whose writes stopped reaches the base table (MERGE_WAL_MAX_AGE_SECS,
+	// 300; 0 off).
+	MergeWALMaxAge time.Duration
 	// MergeTimeout is the deadline of a merge_wal task (MERGE_EXECUTION_TIMEOUT_SECS, 600).
 	MergeTimeout time.Duration
 	// MergeMaxGenerations and MergeMaxBytes bound one merge pass of one shard
@@ -114,6 +119,7 @@ func DefaultSettings() Settings {
 		MaintenanceTimeout:          300 * time.Second,
 		MergeWALInterval:            600 * time.Second,
 		MergeWALMinGenerations:      8,
+		MergeWALMaxAge:              300 * time.Second,
 		MergeTimeout:                600 * time.Second,
 		MergeMaxPasses:              4,
 		CompactionInterval:          600 * time.Second,
@@ -169,6 +175,7 @@ func SettingsEnv() []EnvVar {
 		d("MAINTENANCE_TIMEOUT_SECS", "secs", "ceiling of one maintenance pass (_stats maintenance, dataset cleanup)", func(s *Settings) *time.Duration { return &s.MaintenanceTimeout }),
 		d("MERGE_WAL_INTERVAL_SECS", "secs", "seconds between merge-WAL sweeps; 0 disables", func(s *Settings) *time.Duration { return &s.MergeWALInterval }),
 		n("MERGE_WAL_MIN_GENERATIONS", "pending WAL generations that make an experiment a merge candidate", func(s *Settings) *int { return &s.MergeWALMinGenerations }),
+		d("MERGE_WAL_MAX_AGE_SECS", "secs", "a pending WAL generation this old makes its experiment a merge candidate however few there are; 0 disables", func(s *Settings) *time.Duration { return &s.MergeWALMaxAge }),
 		d("MERGE_EXECUTION_TIMEOUT_SECS", "secs", "deadline of a merge_wal task", func(s *Settings) *time.Duration { return &s.MergeTimeout }),
 		n("ROLLOUT_MERGE_MAX_GENERATIONS", "generations one merge pass of one shard takes at most; 0 = the WAL default", func(s *Settings) *int { return &s.MergeMaxGenerations }),
 		b("ROLLOUT_MERGE_MAX_BYTES", "generation bytes one merge pass of one shard takes at most; 0 = the WAL default", func(s *Settings) *int64 { return &s.MergeMaxBytes }),
@@ -278,6 +285,7 @@ func (s Settings) Validate() error {
 	check(s.StatsMaintenanceMaxObjects >= 1, "STATS_MAINTENANCE_MAX_OBJECTS must be at least 1")
 	check(s.MaintenanceTimeout > 0, "MAINTENANCE_TIMEOUT_SECS must be positive: it is the ceiling of every maintenance pass")
 	check(s.MergeWALMinGenerations >= 1, "MERGE_WAL_MIN_GENERATIONS must be at least 1")
+	check(s.MergeWALMaxAge >= 0, "MERGE_WAL_MAX_AGE_SECS must not be negative")
 	check(s.MergeTimeout > 0, "MERGE_EXECUTION_TIMEOUT_SECS must be positive")
 	check(s.MergeMaxPasses >= 1, "MERGE_WAL_MAX_PASSES must be at least 1")
 	check(s.MinFragments >= 2, "MIN_FRAGMENTS must be at least 2")

@@ -162,6 +162,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 
 	wcfg := sf.wf.config(store)
 	wcfg.Store, wcfg.Registerer, wcfg.Gatherer, wcfg.Logger = data, reg, reg, log
+	wcfg.MergeLocker = cli // one merge of a dataset at a time, this worker's and the master's alike
 	w, err := worker.New(ctx, wcfg)
 	if err != nil {
 		return err

@@ -40,6 +40,7 @@ type workerFlags struct {
 	mergeMaxRows    int64
 	mergeConc       int
 	mergeInterval   time.Duration
+	mergeMaxAge     time.Duration
 	cacheCapacity   int
 	maxBody         workerBytes
 	keyCache        workerBytes
@@ -152,6 +153,8 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 		"keys per merge pass, which is what a merge holds in memory (env LANCECTX_MERGE_MAX_ROWS)")
 	f.IntVar(&wf.mergeConc, "merge-concurrency", wf.envInt(worker.DefaultMergeConcurrency, "ROLLOUT_MERGE_CONCURRENCY"),
 		"merges running at once in this worker, background and requested (env ROLLOUT_MERGE_CONCURRENCY)")
+	f.DurationVar(&wf.mergeMaxAge, "merge-max-age", wf.envDuration(worker.DefaultMergeMaxAge, "MERGE_WAL_MAX_AGE_SECS", "LANCECTX_MERGE_MAX_AGE"),
+		"merge a store's own shard once its oldest sealed generation is this old, however few there are; 0 = never (env MERGE_WAL_MAX_AGE_SECS)")
 	f.DurationVar(&wf.mergeInterval, "merge-interval", wf.envDuration(worker.DefaultMergeInterval, "LANCECTX_MERGE_INTERVAL"),
 		"how often the merge loop looks for stores due for a merge (env LANCECTX_MERGE_INTERVAL)")
 	f.IntVar(&wf.cacheCapacity, "store-cache-capacity", wf.envInt(worker.DefaultStoreCacheCapacity, "LANCECTX_STORE_CACHE_CAPACITY", "ROLLOUT_CACHE_CAPACITY"),
@@ -177,18 +180,21 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	wf.debug.register(f)
 }
 
-// registerWorker connects to etcd and registers info under this process's lease (which
-// also ends the registration if the process dies). The returned func unregisters and
-// disconnects, bounded by its own deadline.
-func registerWorker(ctx context.Context, log *slog.Logger, ecfg coord.Config, info coord.WorkerInfo) (func(), error) {
+// connectEtcd connects the worker to etcd (bounded by its own deadline). The worker
+// uses the connection for its registration in the cluster view and for the datasets'
+// merge locks (worker.Config.MergeLocker).
+func connectEtcd(ctx context.Context, ecfg coord.Config) (*coord.Client, error) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	cli, err := coord.Connect(cctx, ecfg)
-	if err != nil {
-		return nil, err
-	}
+	return coord.Connect(cctx, ecfg)
+}
+
+// registerWorker registers info under cli's lease (which also ends the registration if
+// the process dies). The returned func unregisters, bounded by its own deadline.
+func registerWorker(ctx context.Context, log *slog.Logger, cli *coord.Client, info coord.WorkerInfo) (func(), error) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	if err := cli.RegisterWorker(cctx, info); err != nil {
-		_ = cli.Close()
 		return nil, err
 	}
 	log.Info("worker: registered in etcd", "id", info.ID, "endpoint", info.Endpoint)
@@ -198,7 +204,6 @@ func registerWorker(ctx context.Context, log *slog.Logger, ecfg coord.Config, in
 		if err := cli.UnregisterWorker(uctx, info.ID); err != nil {
 			log.Warn("worker: unregister from etcd (its lease ends it anyway)", "err", err)
 		}
-		_ = cli.Close()
 	}, nil
 }
 
@@ -241,6 +246,7 @@ func (wf *workerFlags) validate() error {
 	check(wf.mergeMaxRows > 0, "--merge-max-rows must be positive")
 	check(wf.mergeConc > 0, "--merge-concurrency must be positive")
 	check(wf.mergeInterval > 0, "--merge-interval must be positive")
+	check(wf.mergeMaxAge >= 0, "--merge-max-age must not be negative")
 	check(wf.cacheCapacity > 0, "--store-cache-capacity must be positive")
 	check(wf.sweepTempAge >= 0, "--sweep-temp-age must not be negative")
 	check(wf.maxBody > 0, "--max-body-bytes must be positive")
@@ -276,6 +282,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		Merge:                 wal.MergeOptions{MaxGenerations: wf.mergeMaxGens, MaxBytes: int64(wf.mergeMaxBytes), MaxRows: wf.mergeMaxRows},
 		MergeConcurrency:      wf.mergeConc,
 		MergeInterval:         wf.mergeInterval,
+		MergeMaxAge:           offIfZero(wf.mergeMaxAge),
 		StoreCacheCapacity:    wf.cacheCapacity,
 		MaxBodyBytes:          int64(wf.maxBody),
 		KeyCacheBytes:         offIfZero(int64(wf.keyCache)),
@@ -306,6 +313,21 @@ func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
 		return err
 	}
 	defer stopDebug()
+	var etcd *coord.Client
+	if len(wf.etcd.cfg.Endpoints) > 0 {
+		ecfg := wf.etcd.cfg
+		ecfg.Metrics, ecfg.Logger = coord.NewMetrics(reg), log
+		if etcd, err = connectEtcd(ctx, ecfg); err != nil {
+			// The data plane does not need etcd: appends and reads go on; merges are
+			// then exclusive within this process only.
+			log.Warn("worker: etcd unreachable at start: not registered in the cluster view, and merges take no fleet-wide merge lock",
+				"err", err)
+			etcd = nil
+		} else {
+			defer etcd.Close()
+			cfg.MergeLocker = etcd
+		}
+	}
 	w, err := worker.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -325,10 +347,8 @@ func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, ln) }()
 	log.Info("worker: listening", "addr", ln.Addr().String(), "scheme", sec.Scheme())
-	if len(wf.etcd.cfg.Endpoints) > 0 {
-		ecfg := wf.etcd.cfg
-		ecfg.Metrics, ecfg.Logger = coord.NewMetrics(reg), log
-		unregister, err := registerWorker(ctx, log, ecfg, coord.WorkerInfo{ID: cfg.WorkerID,
+	if etcd != nil {
+		unregister, err := registerWorker(ctx, log, etcd, coord.WorkerInfo{ID: cfg.WorkerID,
 			Endpoint: advertiseURL(wf.advertise, sec.Scheme(), ln.Addr().String()), Shards: []string{wal.ShardIDFor(cfg.WorkerID)}})
 		if err != nil {
 			log.Warn("worker: not registered in etcd (the cluster view will not list it; the data plane does not need etcd)", "err", err)
