@@ -107,6 +107,8 @@ type suite struct {
 	c    *cluster
 	load *loadGen
 	fig  *figures
+	// merges follows the merge counters of every process over the run.
+	merges *mergeCounters
 
 	datasets []string
 	errMu    sync.Mutex
@@ -162,7 +164,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(c.close) // runs before the directory removal above (LIFO)
 
-	s := &suite{t: t, m: m, seed: seed, c: c, datasets: []string{"chaos-a", "chaos-b", "chaos-c"},
+	s := &suite{t: t, m: m, seed: seed, c: c, merges: newMergeCounters(), datasets: []string{"chaos-a", "chaos-b", "chaos-c"},
 		fig: &figures{kills: map[string]int{}, pauses: map[string]int{}, restartFaults: map[string]int{}, duplicates: map[string]int{},
 			batchDelByRole: map[string]bool{}}}
 	defer s.report()
@@ -219,6 +221,7 @@ func (s *suite) run() {
 	wg.Go(func() { s.killLoop(chaosCtx) })
 	wg.Go(func() { s.etcdLoop(chaosCtx) })
 	wg.Go(func() { s.watchTasks(chaosCtx) })
+	wg.Go(func() { s.watchMerges(chaosCtx) })
 	wg.Wait()
 	t.Logf("chaos phase over after %s", time.Since(s.fig.chaosStart).Round(time.Millisecond))
 
@@ -247,7 +250,9 @@ func (s *suite) run() {
 		s.failf("%d ids were sent but never acked (the clients retry until the deadline)", sent-acked)
 	}
 
+	s.sampleMerges(ctx)
 	s.finalMerges(ctx)
+	s.sampleMerges(ctx)
 	s.checkRows(ctx)
 	s.checkTasks(ctx)
 	if err := s.waitHealthy(ctx, 3*leaseTTL); err != nil {
@@ -335,6 +340,7 @@ func (s *suite) report() {
 	add("duplicates found: %s", strings.Join(dups, " "))
 	add("running tasks past their deadline during the chaos: %d polls, worst %s %s", f.taskPolls, f.maxOverdue.Round(time.Millisecond), f.overdueSample)
 	add("largest fragment count of a dataset during the chaos: %d; largest pending WAL generations: %d", f.maxFragments, f.maxPending)
+	add("%s", s.mergeReport())
 	add("time to healthy after the chaos: %s (%s after the last kill; limit %s)", f.timeToHealthy.Round(time.Millisecond),
 		(f.timeToHealthy + f.sinceLastKill).Round(time.Millisecond), 3*leaseTTL)
 	for _, u := range f.usage {

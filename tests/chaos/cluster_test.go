@@ -141,6 +141,9 @@ func newCluster(root, logDir string, seed uint64) (*cluster, error) {
 		n.args = func(faults string) []string {
 			return []string{"worker", "--data-dir", "file://" + c.dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", n.port),
 				"--worker-id", n.id, "--log-level", "info", "--store-faults", faults,
+				// With etcd the worker registers and takes the datasets' merge locks, so
+				// that its merges and the masters' merge_wal tasks do not contend.
+				"--etcd-endpoints", strings.Join(endpoints, ","), "--etcd-lease-ttl-secs", strconv.Itoa(int(leaseTTL / time.Second)),
 				// Small seals and eager merges, so that seals, merges and their crashes
 				// happen all the time.
 				"--wal-seal-bytes", "256KiB", "--wal-seal-interval", "1s",
