@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 )
 
@@ -45,27 +46,19 @@ func (s *etcdState) SaveMaintenanceState(ctx context.Context, st MaintenanceStat
 	return nil
 }
 
-// MasterInfo describes a live master (a candidate of the planner election).
-type MasterInfo struct {
-	ID        string `json:"id"`
-	Address   string `json:"address,omitempty"`
-	StartedAt string `json:"started_at,omitempty"`
-	Leader    bool   `json:"leader"`
-}
-
 // listMasters reads the planner election's candidates: every running master campaigns,
 // so they are the live masters (keys attached to each master's lease, in campaign
 // order; the first is the leader).
-func (m *Master) listMasters(ctx context.Context) ([]MasterInfo, error) {
+func (m *Master) listMasters(ctx context.Context) ([]api.MasterInfo, error) {
 	pfx := m.coord.Prefix() + "/election/" + PlannerRole + "/"
 	resp, err := m.coord.Etcd().Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, fmt.Errorf("list masters: %w", err)
 	}
-	out := make([]MasterInfo, 0, len(resp.Kvs))
+	out := make([]api.MasterInfo, 0, len(resp.Kvs))
 	for i, kv := range resp.Kvs {
 		c := parseCandidate(string(kv.Value))
-		mi := MasterInfo{ID: c.ID, Address: c.Address, Leader: i == 0}
+		mi := api.MasterInfo{ID: c.ID, Address: c.Address, Leader: i == 0}
 		if !c.StartedAt.IsZero() {
 			mi.StartedAt = c.StartedAt.Format("2006-01-02T15:04:05Z07:00")
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
@@ -168,7 +169,7 @@ func TestWedgedWriterNeverPinsACaller(t *testing.T) {
 	set.StatsWriterWait = 300 * time.Millisecond
 	m := c.start(set, nil)
 	t0 := time.Now()
-	var det ExperimentDetail
+	var det api.ExperimentDetail
 	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments/exp?fresh=true", "", &det); st != 200 || det.Persisted == nil ||
 		*det.Persisted || det.RowCount != 3 || !strings.Contains(det.NotPersisted, "busy") {
 		t.Fatalf("fresh read with a wedged writer: %d %+v", st, det)
@@ -176,7 +177,7 @@ func TestWedgedWriterNeverPinsACaller(t *testing.T) {
 	if el := time.Since(t0); el > 2*time.Second {
 		t.Fatalf("fresh read took %s with a 300ms writer wait", el)
 	}
-	var h HealthResponse
+	var h api.MasterHealthResponse
 	waitFor(t, 10*time.Second, "health to name the stalled scan", func() bool {
 		return httpJSON(t, "GET", m.srv.URL+"/api/v1/health", "", &h) == 503
 	})
@@ -188,7 +189,7 @@ func TestWedgedWriterNeverPinsACaller(t *testing.T) {
 			t.Fatalf("the failing check does not say why: %+v", ch)
 		}
 	}
-	var list ExperimentListResponse
+	var list api.ExperimentListResponse
 	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments", "", &list); st != 200 {
 		t.Fatalf("listing while the writer is wedged: %d", st)
 	}
@@ -207,7 +208,7 @@ func TestTaskOverrunningItsDeadlineIsFailedAndRetried(t *testing.T) {
 	set.StatsScanInterval, set.MergeWALInterval, set.CompactionInterval, set.CleanupInterval = 0, 0, 0, 0
 	set.MergeTimeout = 100 * time.Millisecond
 	m := c.start(set, nil)
-	var tk coord.Task
+	var tk api.Task
 	if st := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"merge_wal","target":"slow"}`, &tk); st != 202 {
 		t.Fatalf("enqueue: %d", st)
 	}
