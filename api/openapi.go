@@ -8,8 +8,9 @@ import (
 //go:embed openapi.json
 var openapiDoc []byte
 
-// OpenAPI returns the OpenAPI 3 document (JSON) of the worker routes. The worker serves
-// it as it is; the returned slice is a copy the caller may keep.
+// OpenAPI returns the OpenAPI 3 document (JSON) of the worker routes (Routes) and the
+// master routes (MasterRoutes). The worker serves it as it is; the returned slice is a
+// copy the caller may keep.
 func OpenAPI() []byte {
 	return slices.Clone(openapiDoc)
 }
@@ -36,6 +37,25 @@ func Routes() []Route {
 		{"GET", "/api/v1/rollouts/{name}/records/{id}/blob"},
 		{"GET", "/api/v1/rollouts/{name}/arrow"},
 		{"POST", "/api/v1/internal/merge-wal/{name}"},
+		{"GET", "/api/v1/health"},
+		{"GET", "/metrics"},
+	}
+}
+
+// MasterRoutes lists every route of the master API (`lancectx master`; `lancectx
+// serve` serves them beside the worker's, with one /api/v1/health and /metrics for
+// both), the ones the OpenAPI document describes with the tag "master". A test of this
+// package keeps the two equal; the master's tests check that it serves each of them.
+func MasterRoutes() []Route {
+	return []Route{
+		{"GET", "/api/v1/experiments"},
+		{"GET", "/api/v1/experiments/{name}"},
+		{"POST", "/api/v1/experiments/{name}/rescan"},
+		{"POST", "/api/v1/experiments/{name}/optimize"},
+		{"GET", "/api/v1/tasks"},
+		{"POST", "/api/v1/tasks"},
+		{"GET", "/api/v1/tasks/{id}"},
+		{"GET", "/api/v1/cluster"},
 		{"GET", "/api/v1/health"},
 		{"GET", "/metrics"},
 	}

@@ -60,6 +60,7 @@ func TestOpenAPIListsEveryRouteAndNothingElse(t *testing.T) {
 			inDoc = append(inDoc, strings.ToUpper(key)+" "+path)
 			var op struct {
 				OperationID string                     `json:"operationId"`
+				Tags        []string                   `json:"tags"`
 				Responses   map[string]json.RawMessage `json:"responses"`
 			}
 			if err := json.Unmarshal(raw, &op); err != nil {
@@ -72,11 +73,25 @@ func TestOpenAPIListsEveryRouteAndNothingElse(t *testing.T) {
 			if len(op.Responses) == 0 {
 				t.Errorf("%s %s: no responses", key, path)
 			}
+			// Every route refuses unknown query parameters (/metrics excepted).
+			if _, ok := op.Responses["400"]; !ok && path != "/metrics" {
+				t.Errorf("%s %s: no 400 response", key, path)
+			}
+			if len(op.Tags) == 0 {
+				t.Errorf("%s %s: no tags", key, path)
+			}
+			for _, tag := range op.Tags {
+				if tag != "worker" && tag != "master" {
+					t.Errorf("%s %s: unknown tag %q", key, path, tag)
+				}
+			}
 		}
 	}
 	var want []string
-	for _, r := range Routes() {
-		want = append(want, r.Method+" "+r.Path)
+	for _, r := range append(Routes(), MasterRoutes()...) {
+		if k := r.Method + " " + r.Path; !slices.Contains(want, k) {
+			want = append(want, k) // health and metrics are both processes' routes
+		}
 	}
 	sort.Strings(inDoc)
 	sort.Strings(want)
@@ -126,11 +141,17 @@ func TestOpenAPIReferencesResolve(t *testing.T) {
 	}
 }
 
-// jsonFields lists the JSON names of a struct type's fields.
+// jsonFields lists the JSON names of a struct type's fields, those of embedded
+// structs included (encoding/json flattens them).
 func jsonFields(t reflect.Type) []string {
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
 		if name != "" && name != "-" {
 			out = append(out, name)
 		}
@@ -176,6 +197,18 @@ func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
 		"HealthResponse":            reflect.TypeFor[HealthResponse](),
 		"HealthCheck":               reflect.TypeFor[HealthCheck](),
 		"Error":                     reflect.TypeFor[ErrorResponse](),
+		"MasterHealthResponse":      reflect.TypeFor[MasterHealthResponse](),
+		"ExperimentSummary":         reflect.TypeFor[ExperimentSummary](),
+		"ExperimentListResponse":    reflect.TypeFor[ExperimentListResponse](),
+		"ExperimentDetail":          reflect.TypeFor[ExperimentDetail](),
+		"TaskRequest":               reflect.TypeFor[TaskRequest](),
+		"Task":                      reflect.TypeFor[Task](),
+		"TaskListResponse":          reflect.TypeFor[TaskListResponse](),
+		"MasterInfo":                reflect.TypeFor[MasterInfo](),
+		"WorkerInfo":                reflect.TypeFor[WorkerInfo](),
+		"StatsInfo":                 reflect.TypeFor[StatsInfo](),
+		"StatsMaintenanceInfo":      reflect.TypeFor[StatsMaintenanceInfo](),
+		"ClusterResponse":           reflect.TypeFor[ClusterResponse](),
 	}
 	for name, typ := range cases {
 		t.Run(name, func(t *testing.T) { checkSchemaMatches(t, name, typ) })

@@ -50,26 +50,31 @@ type AppendResponse struct {
 	Durable bool `json:"durable"`
 	// Visible tells whether every reader (any worker) can see the rows already: true
 	// after ?flush=true sealed them into a generation, false when only this worker's
-	// memtable has them.
+	// memtable has them. (There is no generation number: generations are numbered per
+	// WAL shard, so a number alone would name nothing a client could use.)
 	Visible bool `json:"visible"`
-	// Generation is the sealed generation that holds the rows, when Visible.
-	Generation *uint64 `json:"generation,omitempty"`
 }
 
 // GetRecordResponse is the answer to GET /api/v1/rollouts/{name}/records/{id}. T is
-// the record type of the store kind (rollout.Record for rollout stores). A missing
-// record is a 404, never {"record": null}.
+// a pointer to the record type of the store kind (*rollout.Record for rollout
+// stores): a missing record is a 200 with {"record": null}, as in the reference (an
+// unknown store is still a 404). The blob route, which has no body to put a null
+// in, answers a missing record with a 404.
 type GetRecordResponse[T any] struct {
 	Record T `json:"record"`
 }
 
-// ListRecordsResponse is one page of GET /api/v1/rollouts/{name}/records.
+// ListRecordsResponse is the answer to GET /api/v1/rollouts/{name}/records.
 type ListRecordsResponse[T any] struct {
 	Records []T `json:"records"`
-	// HasMore tells whether a page at Offset+Limit would have rows.
+	// HasMore tells whether a page at Offset+Limit would have rows; always false
+	// when the request gave no limit (the answer then holds every matching row).
 	HasMore bool `json:"has_more"`
-	Limit   int  `json:"limit"`
-	Offset  int  `json:"offset"`
+	// Limit is the request's limit or, when it gave none, the server's bound
+	// (ROLLOUT_LIST_MAX_ROWS) that every matching row fit in: a request whose rows
+	// would not fit is a 400, never a truncated answer.
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
 }
 
 // MergeWALResponse is the answer to POST /api/v1/internal/merge-wal/{name}.

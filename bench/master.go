@@ -22,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/master"
@@ -673,8 +674,8 @@ func MasterColdStart(ctx context.Context, fixtureDir, uri string, after time.Dur
 	res.NewSeconds = env.newTime.Seconds()
 	client := &http.Client{Timeout: time.Minute}
 	defer client.CloseIdleConnections()
-	get := func() (master.ExperimentListResponse, error) {
-		var list master.ExperimentListResponse
+	get := func() (api.ExperimentListResponse, error) {
+		var list api.ExperimentListResponse
 		resp, err := client.Get(env.url + "/api/v1/experiments?limit=10")
 		if err != nil {
 			return list, err

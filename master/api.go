@@ -16,26 +16,23 @@ import (
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
 )
 
-// ExperimentSummary is one experiment in the admin API (the reference's DTO): the
-// stats row without its internal version; last_compaction is omitted when the
-// experiment was never compacted by a master.
-type ExperimentSummary struct {
-	Name                  string `json:"name"`
-	URI                   string `json:"uri"`
-	RowCount              int64  `json:"row_count"`
-	FragmentCount         int64  `json:"fragment_count"`
-	LastUpdated           int64  `json:"last_updated"`
-	PendingWALGenerations int64  `json:"pending_wal_generations"`
-	LastCompaction        *int64 `json:"last_compaction,omitempty"`
-	TotalCompactions      int64  `json:"total_compactions"`
-	ScannedAt             int64  `json:"scanned_at"`
+// canonicalDataURI is the base of every experiment's uri: the data directory in the
+// form workers report it too (objstore.CanonicalURI), however it was spelled; "" when
+// unknown (the rows then hold paths relative to the data directory).
+func canonicalDataURI(dataURI string) string {
+	if dataURI == "" {
+		return ""
+	}
+	return objstore.CanonicalURI(dataURI)
 }
 
-func summaryOf(r ExperimentStats) ExperimentSummary {
-	s := ExperimentSummary{Name: r.Name, URI: r.URI, RowCount: r.RowCount, FragmentCount: r.FragmentCount,
+// summaryOf is the API form of a stats row.
+func summaryOf(r ExperimentStats) api.ExperimentSummary {
+	s := api.ExperimentSummary{Name: r.Name, URI: r.URI, RowCount: r.RowCount, FragmentCount: r.FragmentCount,
 		LastUpdated: r.LastUpdated, PendingWALGenerations: r.PendingWALGenerations, TotalCompactions: r.TotalCompactions,
 		ScannedAt: r.ScannedAt}
 	if r.LastCompaction != NoCompaction {
@@ -45,84 +42,60 @@ func summaryOf(r ExperimentStats) ExperimentSummary {
 	return s
 }
 
-// ExperimentListResponse answers GET /api/v1/experiments. Stale is true when the
-// snapshot it comes from has never been loaded, or its newest observation is older
-// than three scan intervals.
-type ExperimentListResponse struct {
-	Experiments  []ExperimentSummary `json:"experiments"`
-	Total        int                 `json:"total"`
-	Stale        bool                `json:"stale"`
-	StatsVersion uint64              `json:"stats_version"`
+// taskOf is the API form of a queue task (api.Task): coord.Task is what the queue
+// stores in etcd and must stay readable as it is, so the wire shape (seconds, the
+// reference's unix-millisecond times) is made here rather than by changing it.
+func taskOf(t coord.Task) api.Task {
+	out := api.Task{ID: t.ID, Kind: t.Kind, Target: t.Target, State: string(t.State), Waiting: t.Waiting,
+		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, Failures: t.Failures, DependsOn: t.DependsOn,
+		Payload: t.Payload, TimeoutSecs: t.Timeout.Seconds(), EnqueuedAt: t.CreatedAt.UnixMilli(),
+		EnqueuedTime: t.CreatedAt.UTC(), StartedTime: utcOrZero(t.StartedAt), FinishedTime: utcOrZero(t.FinishedAt),
+		HeartbeatTime: utcOrZero(t.HeartbeatAt), NotBefore: utcOrZero(t.NotBefore), Deadline: utcOrZero(t.Deadline),
+		ClaimedBy: t.ClaimedBy, Error: t.Error, Detail: t.Detail}
+	if !t.StartedAt.IsZero() {
+		ms := t.StartedAt.UnixMilli()
+		out.StartedAt = &ms
+	}
+	if !t.FinishedAt.IsZero() {
+		ms := t.FinishedAt.UnixMilli()
+		out.FinishedAt = &ms
+	}
+	return out
 }
 
-// ExperimentDetail answers GET /api/v1/experiments/{name} and the rescan. Source is
-// "snapshot" (the stats snapshot) or "observed" (read from the dataset for this
-// request); Persisted tells whether an observation was written to the stats table.
-type ExperimentDetail struct {
-	ExperimentSummary
-	Version   int64  `json:"version"`
-	Stale     bool   `json:"stale"`
-	Source    string `json:"source"`
-	Persisted *bool  `json:"persisted,omitempty"`
-	// NotPersisted says why an observation was not written (e.g. the writer was busy).
-	NotPersisted string `json:"not_persisted,omitempty"`
+func utcOrZero(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
-// TaskListResponse answers GET /api/v1/tasks (newest first).
-type TaskListResponse struct {
-	Tasks  []coord.Task `json:"tasks"`
-	Total  int          `json:"total"`
-	Limit  int          `json:"limit"`
-	Offset int          `json:"offset"`
+// chainOf answers an optimize request: the chain's last task, with the ids of the
+// whole chain in order.
+func chainOf(tasks []coord.Task) api.Task {
+	out := taskOf(tasks[len(tasks)-1])
+	out.Chain = make([]string, len(tasks))
+	for i, t := range tasks {
+		out.Chain[i] = t.ID
+	}
+	return out
 }
 
-// TaskRequest is the body of POST /api/v1/tasks. Kind is merge_wal, compact, cleanup,
-// stats_maintenance (target "_stats") or optimize (the merge_wal -> compact ->
-// cleanup chain).
-type TaskRequest struct {
-	Kind      string   `json:"kind"`
-	Target    string   `json:"target"`
-	DependsOn []string `json:"depends_on,omitempty"`
+// maintenanceInfoOf is the API form of the shared _stats maintenance state.
+func maintenanceInfoOf(s MaintenanceState) api.StatsMaintenanceInfo {
+	return api.StatsMaintenanceInfo{LastSuccessVersion: s.LastSuccessVersion, LastSuccessAt: s.LastSuccessAt,
+		ConsecutiveFailures: s.ConsecutiveFailures, Unreclaimed: s.Unreclaimed, MeasuredAtVersion: s.MeasuredAtVersion,
+		LastError: s.LastError, FailuresTotal: s.FailuresTotal, UpdatedAt: s.UpdatedAt}
 }
 
-// TaskChainResponse answers an optimize request: the chain's tasks in order.
-type TaskChainResponse struct {
-	Tasks []coord.Task `json:"tasks"`
-}
-
-// ClusterResponse answers GET /api/v1/cluster.
-type ClusterResponse struct {
-	Self        string             `json:"self"`
-	Leader      *MasterInfo        `json:"leader"`
-	Masters     []MasterInfo       `json:"masters"`
-	Workers     []coord.WorkerInfo `json:"workers"`
-	Stats       StatsInfo          `json:"stats"`
-	Maintenance MaintenanceState   `json:"stats_maintenance"`
-}
-
-// StatsInfo describes this master's stats snapshot.
-type StatsInfo struct {
-	Version     uint64     `json:"version"`
-	Experiments int        `json:"experiments"`
-	NewestScan  *time.Time `json:"newest_scan,omitempty"`
-	SyncedAt    *time.Time `json:"synced_at,omitempty"`
-	Stale       bool       `json:"stale"`
-}
-
-// HealthResponse answers GET /api/v1/health: 200 when every check is ok, else 503
-// with the failing checks naming the loop and why.
-type HealthResponse struct {
-	Status   string            `json:"status"`
-	MasterID string            `json:"master_id,omitempty"`
-	Leader   bool              `json:"leader"`
-	Checks   []api.HealthCheck `json:"checks"`
-	// Failing lists the names of the failing checks, for a quick look.
-	Failing []string `json:"failing,omitempty"`
+// workerInfoOf is the API form of a worker's registration.
+func workerInfoOf(w coord.WorkerInfo) api.WorkerInfo {
+	return api.WorkerInfo{ID: w.ID, Endpoint: w.Endpoint, Shards: w.Shards, StartedAt: w.StartedAt}
 }
 
 const maxTaskBody = 64 << 10
 
-var taskRequestDecoder = api.NewJSONDecoder(&TaskRequest{})
+var taskRequestDecoder = api.NewJSONDecoder(&api.TaskRequest{})
 
 // route is one admin API route.
 type route struct {
@@ -253,7 +226,11 @@ func (m *Master) stale(snap *StatsSnapshot) bool {
 // handleListExperiments serves the snapshot: it never waits for a scan, a writer or
 // maintenance.
 func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := api.Query(r, "search", "limit", "offset")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
 	search, err := api.QueryString(q, "search")
 	if err != nil {
 		m.fail(w, err)
@@ -295,7 +272,7 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	if stale {
 		m.met.servedStale.Inc()
 	}
-	// The body is ExperimentListResponse, stitched from the snapshot's pre-encoded rows.
+	// The body is api.ExperimentListResponse, stitched from the snapshot's pre-encoded rows.
 	size := 96
 	for _, i := range page {
 		size += len(snap.encoded(i)) + 1
@@ -339,7 +316,12 @@ func (m *Master) experimentName(ctx context.Context, r *http.Request) (string, e
 }
 
 func (m *Master) handleGetExperiment(w http.ResponseWriter, r *http.Request) {
-	fresh, err := api.QueryBool(r.URL.Query(), "fresh", false)
+	q, err := api.Query(r, "fresh")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	fresh, err := api.QueryBool(q, "fresh", false)
 	if err != nil {
 		m.fail(w, err)
 		return
@@ -352,7 +334,7 @@ func (m *Master) handleGetExperiment(w http.ResponseWriter, r *http.Request) {
 	snap := m.stats.Snapshot()
 	if !fresh {
 		if row, ok := snap.Get(name); ok {
-			api.WriteJSON(w, http.StatusOK, ExperimentDetail{ExperimentSummary: summaryOf(row), Version: row.Version,
+			api.WriteJSON(w, http.StatusOK, api.ExperimentDetail{ExperimentSummary: summaryOf(row), Version: row.Version,
 				Stale: m.stale(snap), Source: "snapshot"})
 			return
 		}
@@ -372,7 +354,7 @@ func (m *Master) handleGetExperiment(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, m.observeErr(name, err))
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, ExperimentDetail{ExperimentSummary: summaryOf(row), Version: row.Version, Source: "observed"})
+	api.WriteJSON(w, http.StatusOK, api.ExperimentDetail{ExperimentSummary: summaryOf(row), Version: row.Version, Source: "observed"})
 }
 
 func (m *Master) observeErr(name string, err error) error {
@@ -391,11 +373,15 @@ func (m *Master) refreshAndAnswer(w http.ResponseWriter, r *http.Request, name s
 		return
 	}
 	persisted := res.Persisted
-	api.WriteJSON(w, http.StatusOK, ExperimentDetail{ExperimentSummary: summaryOf(res.Row), Version: res.Row.Version,
+	api.WriteJSON(w, http.StatusOK, api.ExperimentDetail{ExperimentSummary: summaryOf(res.Row), Version: res.Row.Version,
 		Source: "observed", Persisted: &persisted, NotPersisted: res.Skipped})
 }
 
 func (m *Master) handleRescan(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		m.fail(w, err)
+		return
+	}
 	name, err := m.experimentName(r.Context(), r)
 	if err != nil {
 		m.fail(w, err)
@@ -405,6 +391,10 @@ func (m *Master) handleRescan(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Master) handleOptimize(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		m.fail(w, err)
+		return
+	}
 	name, err := m.experimentName(r.Context(), r)
 	if err != nil {
 		m.fail(w, err)
@@ -415,7 +405,7 @@ func (m *Master) handleOptimize(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, m.queueErr(err))
 		return
 	}
-	api.WriteJSON(w, http.StatusAccepted, TaskChainResponse{Tasks: tasks})
+	api.WriteJSON(w, http.StatusAccepted, chainOf(tasks))
 }
 
 func (m *Master) queueErr(err error) error {
@@ -423,17 +413,32 @@ func (m *Master) queueErr(err error) error {
 	case errors.Is(err, coord.ErrInvalidArgument):
 		return api.InvalidRequest("%s", strings.TrimPrefix(err.Error(), coord.ErrInvalidArgument.Error()+": ")).WithCause(err)
 	case errors.Is(err, coord.ErrUnknownDependency):
-		return api.NotFound("%s", err.Error()).WithCause(err)
+		// A dependency that vanished between the check in handleCreateTask and the
+		// enqueue (its record expired from the task history); coord names it last.
+		id := err.Error()
+		if i := strings.LastIndex(id, coord.ErrUnknownDependency.Error()+": "); i >= 0 {
+			id = id[i+len(coord.ErrUnknownDependency.Error())+2:]
+		}
+		return unknownDependency(id).WithCause(err)
 	case errors.Is(err, coord.ErrTaskNotFound):
 		return api.NotFound("task not found").WithCause(err)
 	}
 	return err
 }
 
+// unknownDependency is the answer to a depends_on id that names no task.
+func unknownDependency(id string) *api.Error {
+	return api.NotFound("depends_on: task %q does not exist (never created, or a finished task already dropped from the task history); "+
+		"a task may depend only on tasks that exist", truncateStr(id, 64))
+}
+
 func (m *Master) handleListTasks(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := api.Query(r, "kind", "target", "state", "limit", "offset")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
 	var f coord.TaskFilter
-	var err error
 	if f.Kind, err = api.QueryString(q, "kind"); err != nil {
 		m.fail(w, err)
 		return
@@ -450,8 +455,8 @@ func (m *Master) handleListTasks(w http.ResponseWriter, r *http.Request) {
 	if state != "" {
 		for _, s := range strings.Split(state, ",") {
 			st := coord.State(strings.TrimSpace(s))
-			if !slices.Contains([]coord.State{coord.StateQueued, coord.StateRunning, coord.StateDone, coord.StateFailed}, st) {
-				m.fail(w, api.InvalidRequest("state %q is not one of queued, running, done, failed", s))
+			if !slices.Contains([]coord.State{coord.StateQueued, coord.StateRunning, coord.StateDone, coord.StateFailed, coord.StateSkipped}, st) {
+				m.fail(w, api.InvalidRequest("state %q is not one of queued, running, done, failed, skipped", s))
 				return
 			}
 			f.States = append(f.States, st)
@@ -473,14 +478,20 @@ func (m *Master) handleListTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	slices.Reverse(tasks) // ids are UUIDv7: newest first
-	resp := TaskListResponse{Tasks: []coord.Task{}, Total: len(tasks), Limit: int(limit), Offset: int(offset)}
+	resp := api.TaskListResponse{Tasks: []api.Task{}, Total: len(tasks), Limit: int(limit), Offset: int(offset)}
 	if int(offset) < len(tasks) {
-		resp.Tasks = tasks[offset:min(int(offset+limit), len(tasks))]
+		for _, t := range tasks[offset:min(int(offset+limit), len(tasks))] {
+			resp.Tasks = append(resp.Tasks, taskOf(t))
+		}
 	}
 	api.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (m *Master) handleCreateTask(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		m.fail(w, err)
+		return
+	}
 	if err := api.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
 		m.fail(w, err)
 		return
@@ -490,7 +501,7 @@ func (m *Master) handleCreateTask(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, err)
 		return
 	}
-	var req TaskRequest
+	var req api.TaskRequest
 	if err := taskRequestDecoder.Unmarshal(body, &req); err != nil {
 		m.fail(w, err)
 		return
@@ -530,18 +541,50 @@ func (m *Master) handleCreateTask(w http.ResponseWriter, r *http.Request) {
 			m.fail(w, m.queueErr(err))
 			return
 		}
-		api.WriteJSON(w, http.StatusAccepted, TaskChainResponse{Tasks: tasks})
+		api.WriteJSON(w, http.StatusAccepted, chainOf(tasks))
+		return
+	}
+	if err := checkDependencyIDs(req.DependsOn); err != nil {
+		m.fail(w, err)
 		return
 	}
 	t, _, err := m.enqueue(ctx, taskRequest{Kind: req.Kind, Target: req.Target, DependsOn: req.DependsOn, Manual: true})
+	if errors.Is(err, coord.ErrUnknownDependency) {
+		err = m.missingDependency(ctx, req.DependsOn, err)
+	}
 	if err != nil {
 		m.fail(w, m.queueErr(err))
 		return
 	}
-	api.WriteJSON(w, http.StatusAccepted, t)
+	api.WriteJSON(w, http.StatusAccepted, taskOf(t))
+}
+
+// checkDependencyIDs refuses depends_on entries that are not task ids, saying which.
+func checkDependencyIDs(ids []string) error {
+	for i, id := range ids {
+		if u, err := uuid.Parse(id); err != nil || u.String() != strings.ToLower(id) {
+			return api.InvalidRequest("depends_on[%d]: %q is not a task id (a UUID as GET /api/v1/tasks shows it)", i, truncateStr(id, 64))
+		}
+	}
+	return nil
+}
+
+// missingDependency turns the queue's refusal of an unknown dependency into an answer
+// naming the id that names no task (the queue's error says it only in its text).
+func (m *Master) missingDependency(ctx context.Context, ids []string, cause error) error {
+	for _, id := range ids {
+		if _, err := m.queue.GetTask(ctx, id); errors.Is(err, coord.ErrTaskNotFound) {
+			return unknownDependency(id).WithCause(cause)
+		}
+	}
+	return cause
 }
 
 func (m *Master) handleGetTask(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		m.fail(w, err)
+		return
+	}
 	id := r.PathValue("id")
 	if u, err := uuid.Parse(id); err != nil || u.String() != strings.ToLower(id) {
 		m.fail(w, api.InvalidRequest("task id %q is not a UUID", truncateStr(id, 64)))
@@ -556,10 +599,14 @@ func (m *Master) handleGetTask(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, m.queueErr(err))
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, t)
+	api.WriteJSON(w, http.StatusOK, taskOf(t))
 }
 
 func (m *Master) handleCluster(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		m.fail(w, err)
+		return
+	}
 	ctx := r.Context()
 	masters, err := m.listMasters(ctx)
 	if err != nil {
@@ -572,10 +619,10 @@ func (m *Master) handleCluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	snap := m.stats.Snapshot()
-	resp := ClusterResponse{Self: m.id, Masters: masters, Workers: workers, Maintenance: m.maint.State(),
-		Stats: StatsInfo{Version: snap.Version, Experiments: len(snap.Rows), Stale: m.stale(snap)}}
-	if resp.Workers == nil {
-		resp.Workers = []coord.WorkerInfo{}
+	resp := api.ClusterResponse{Self: m.id, Masters: masters, Workers: []api.WorkerInfo{}, Maintenance: maintenanceInfoOf(m.maint.State()),
+		Stats: api.StatsInfo{Version: snap.Version, Experiments: len(snap.Rows), Stale: m.stale(snap)}}
+	for _, wi := range workers {
+		resp.Workers = append(resp.Workers, workerInfoOf(wi))
 	}
 	if !snap.NewestScan.IsZero() {
 		t := snap.NewestScan.UTC()
@@ -627,7 +674,11 @@ func (m *Master) HealthChecks(now time.Time) []api.HealthCheck {
 	return append(out, m.plannerLeaderCheck(now))
 }
 
-func (m *Master) handleHealth(w http.ResponseWriter, _ *http.Request) {
+func (m *Master) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		m.fail(w, err)
+		return
+	}
 	resp := m.Health(time.Now())
 	status := http.StatusOK
 	if resp.Status != api.HealthOK {
@@ -637,8 +688,8 @@ func (m *Master) handleHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Health is the body of GET /api/v1/health.
-func (m *Master) Health(now time.Time) HealthResponse {
-	resp := HealthResponse{Status: api.HealthOK, MasterID: m.id, Leader: m.IsLeader(), Checks: m.HealthChecks(now)}
+func (m *Master) Health(now time.Time) api.MasterHealthResponse {
+	resp := api.MasterHealthResponse{Status: api.HealthOK, MasterID: m.id, Leader: m.IsLeader(), Checks: m.HealthChecks(now)}
 	for _, c := range resp.Checks {
 		if c.Status != api.HealthOK {
 			resp.Status = api.HealthFailing

@@ -373,7 +373,7 @@ func TestIncidentSixMastersOverAStatsBacklog(t *testing.T) {
 	})
 
 	// Phase 4: the master whose _stats reads hang names its stalled loop.
-	var h HealthResponse
+	var h api.MasterHealthResponse
 	waitFor(t, 10*time.Second, "the hung master's health to fail", func() bool {
 		return httpJSON(t, "GET", hung.srv.URL+"/api/v1/health", "", &h) == 503
 	})
@@ -388,7 +388,7 @@ func TestIncidentSixMastersOverAStatsBacklog(t *testing.T) {
 		t.Fatalf("health of the hung master: %+v", h)
 	}
 	t.Logf("hung master %s: GET /api/v1/health 503, failing %v: %s", hung.ID(), h.Failing, stalled.Message)
-	var lh HealthResponse
+	var lh api.MasterHealthResponse
 	if st := httpJSON(t, "GET", second.srv.URL+"/api/v1/health", "", &lh); st != 200 {
 		t.Errorf("leader health: %d %+v", st, lh)
 	}

@@ -192,7 +192,7 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 	m.registry = registry.New(cfg.Data, "rollout")
 	m.stats = NewStatsStore(objstore.Prefixed(cfg.Data, StatsDataset))
 	m.scanner = NewScanner(cfg.Data, m.registry, m.stats, m.log, m.reg)
-	m.scanner.SetURIBase(cfg.DataURI)
+	m.scanner.SetURIBase(canonicalDataURI(cfg.DataURI))
 	m.scanner.SetLimits(set.ScanConcurrency, set.ObserveTimeout)
 	m.scanner.SetWriterLock(m.statsWriterLock)
 	m.maint = NewStatsMaintainer(m.stats, m.log, m.reg)

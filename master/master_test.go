@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
@@ -47,7 +48,7 @@ func TestOneMasterRunsTheControlPlane(t *testing.T) {
 	}
 
 	// The admin API.
-	var list ExperimentListResponse
+	var list api.ExperimentListResponse
 	if st := httpJSON(t, "GET", base+"/api/v1/experiments", "", &list); st != 200 || list.Total != 3 || list.Stale ||
 		len(list.Experiments) != 3 || list.Experiments[0].Name != "fragmented" {
 		t.Fatalf("list: %d %+v", st, list)
@@ -62,7 +63,7 @@ func TestOneMasterRunsTheControlPlane(t *testing.T) {
 	if st := httpJSON(t, "GET", base+"/api/v1/experiments?limit=0", "", nil); st != 400 {
 		t.Fatalf("limit=0: %d", st)
 	}
-	var det ExperimentDetail
+	var det api.ExperimentDetail
 	if st := httpJSON(t, "GET", base+"/api/v1/experiments/quiet", "", &det); st != 200 || det.Source != "snapshot" || det.RowCount != 10 {
 		t.Fatalf("detail: %d %+v", st, det)
 	}
@@ -83,26 +84,31 @@ func TestOneMasterRunsTheControlPlane(t *testing.T) {
 	}
 
 	// Optimize: the merge_wal -> compact -> cleanup chain runs in order.
-	var chain TaskChainResponse
-	if st := httpJSON(t, "POST", base+"/api/v1/experiments/quiet/optimize", "", &chain); st != 202 || len(chain.Tasks) != 3 ||
-		chain.Tasks[0].Kind != KindMergeWAL || chain.Tasks[1].Kind != KindCompact || chain.Tasks[2].Kind != KindCleanup ||
-		chain.Tasks[2].DependsOn[0] != chain.Tasks[1].ID {
+	// The answer is one task record, the chain's last, listing the chain in order.
+	var chain api.Task
+	if st := httpJSON(t, "POST", base+"/api/v1/experiments/quiet/optimize", "", &chain); st != 202 || len(chain.Chain) != 3 ||
+		chain.Kind != KindCleanup || chain.ID != chain.Chain[2] || len(chain.DependsOn) != 1 || chain.DependsOn[0] != chain.Chain[1] {
 		t.Fatalf("optimize: %d %+v", st, chain)
 	}
 	waitFor(t, 20*time.Second, "the optimize chain", func() bool {
-		var tk coord.Task
-		httpJSON(t, "GET", base+"/api/v1/tasks/"+chain.Tasks[2].ID, "", &tk)
-		return tk.State == coord.StateDone
+		var tk api.Task
+		httpJSON(t, "GET", base+"/api/v1/tasks/"+chain.ID, "", &tk)
+		return tk.State == string(coord.StateDone)
 	})
-	var first, last coord.Task
-	httpJSON(t, "GET", base+"/api/v1/tasks/"+chain.Tasks[0].ID, "", &first)
-	httpJSON(t, "GET", base+"/api/v1/tasks/"+chain.Tasks[2].ID, "", &last)
-	if first.State != coord.StateDone || !first.FinishedAt.Before(last.StartedAt.Add(time.Millisecond)) {
+	var first, compact, last api.Task
+	httpJSON(t, "GET", base+"/api/v1/tasks/"+chain.Chain[0], "", &first)
+	httpJSON(t, "GET", base+"/api/v1/tasks/"+chain.Chain[1], "", &compact)
+	httpJSON(t, "GET", base+"/api/v1/tasks/"+chain.Chain[2], "", &last)
+	if first.Kind != KindMergeWAL || compact.Kind != KindCompact || compact.DependsOn[0] != first.ID || last.Chain != nil {
+		t.Fatalf("chain: %+v / %+v / %+v", first, compact, last)
+	}
+	if first.State != string(coord.StateDone) || !first.FinishedTime.Before(last.StartedTime.Add(time.Millisecond)) ||
+		first.FinishedAt == nil || last.StartedAt == nil || *first.FinishedAt > *last.StartedAt {
 		t.Fatalf("chain out of order: %+v / %+v", first, last)
 	}
 
 	// Tasks API.
-	var tk coord.Task
+	var tk api.Task
 	if st := httpJSON(t, "POST", base+"/api/v1/tasks", `{"kind":"compact","target":"quiet"}`, &tk); st != 202 || tk.Kind != KindCompact {
 		t.Fatalf("create task: %d %+v", st, tk)
 	}
@@ -117,13 +123,13 @@ func TestOneMasterRunsTheControlPlane(t *testing.T) {
 			t.Errorf("POST /tasks %s: %d, want %d", body, st, want)
 		}
 	}
-	var tl TaskListResponse
+	var tl api.TaskListResponse
 	if st := httpJSON(t, "GET", base+"/api/v1/tasks?limit=200", "", &tl); st != 200 || tl.Total < 6 {
 		t.Fatalf("list tasks: %d %+v", st, tl)
 	}
 	kinds := map[string]int{}
 	for i, x := range tl.Tasks {
-		if x.State == coord.StateDone {
+		if x.State == string(coord.StateDone) {
 			kinds[x.Kind]++
 		}
 		if i > 0 && tl.Tasks[i-1].ID < x.ID {
@@ -146,12 +152,12 @@ func TestOneMasterRunsTheControlPlane(t *testing.T) {
 	}
 
 	// Cluster, health, metrics, routing.
-	var cl ClusterResponse
+	var cl api.ClusterResponse
 	if st := httpJSON(t, "GET", base+"/api/v1/cluster", "", &cl); st != 200 || cl.Leader == nil || cl.Leader.ID != m.ID() ||
 		len(cl.Masters) != 1 || cl.Stats.Experiments != 3 {
 		t.Fatalf("cluster: %d %+v", st, cl)
 	}
-	var h HealthResponse
+	var h api.MasterHealthResponse
 	if st := httpJSON(t, "GET", base+"/api/v1/health", "", &h); st != 200 || h.Status != "ok" || !h.Leader || len(h.Checks) < 6 {
 		t.Fatalf("health: %d %+v", st, h)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/faults"
@@ -279,7 +280,7 @@ func TestColdStartWith170kStatsVersions(t *testing.T) {
 	set := DefaultSettings() // production intervals: nothing but the start-up load runs
 	t0 = time.Now()
 	m := c.start(set, nil)
-	var list ExperimentListResponse
+	var list api.ExperimentListResponse
 	st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments?limit=10", "", &list)
 	el := time.Since(t0)
 	t.Logf("cold start: master started and answered its first GET /api/v1/experiments (%d of %d experiments, stats version %d) in %s (target <= 1 s)",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 )
 
@@ -31,26 +32,18 @@ func (s *etcdState) SaveMaintenanceState(ctx context.Context, st MaintenanceStat
 	return s.c.PutState(ctx, maintenanceStateName, st)
 }
 
-// MasterInfo describes a live master (a candidate of the planner election).
-type MasterInfo struct {
-	ID        string `json:"id"`
-	Address   string `json:"address,omitempty"`
-	StartedAt string `json:"started_at,omitempty"`
-	Leader    bool   `json:"leader"`
-}
-
 // listMasters reads the planner election's candidates: every running master campaigns,
 // so they are the live masters (attached to each master's lease, in campaign order;
 // the first is the leader).
-func (m *Master) listMasters(ctx context.Context) ([]MasterInfo, error) {
+func (m *Master) listMasters(ctx context.Context) ([]api.MasterInfo, error) {
 	cands, err := m.coord.Candidates(ctx, PlannerRole)
 	if err != nil {
 		return nil, fmt.Errorf("list masters: %w", err)
 	}
-	out := make([]MasterInfo, 0, len(cands))
+	out := make([]api.MasterInfo, 0, len(cands))
 	for _, cand := range cands {
 		c := parseCandidate(cand.Value)
-		mi := MasterInfo{ID: c.ID, Address: c.Address, Leader: cand.Leader}
+		mi := api.MasterInfo{ID: c.ID, Address: c.Address, Leader: cand.Leader}
 		if !c.StartedAt.IsZero() {
 			mi.StartedAt = c.StartedAt.Format("2006-01-02T15:04:05Z07:00")
 		}

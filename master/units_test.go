@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
@@ -172,7 +173,7 @@ func TestWedgedWriterNeverPinsACaller(t *testing.T) {
 	// The wedge never lets go: a read that waited for the writer would never answer.
 	// It answers (the hang guard only turns a hang into a failure) with the observation,
 	// not persisted because the writer is busy.
-	var det ExperimentDetail
+	var det api.ExperimentDetail
 	resp, err := (&http.Client{Timeout: 60 * time.Second}).Get(m.srv.URL + "/api/v1/experiments/exp?fresh=true")
 	if err != nil {
 		t.Fatalf("a fresh read with a wedged writer did not answer: %v", err)
@@ -182,7 +183,7 @@ func TestWedgedWriterNeverPinsACaller(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 || det.Persisted == nil || *det.Persisted || det.RowCount != 3 || !strings.Contains(det.NotPersisted, "busy") {
 		t.Fatalf("fresh read with a wedged writer: %d %+v (%v)", resp.StatusCode, det, err)
 	}
-	var h HealthResponse
+	var h api.MasterHealthResponse
 	waitFor(t, 10*time.Second, "health to name the stalled scan", func() bool {
 		return httpJSON(t, "GET", m.srv.URL+"/api/v1/health", "", &h) == 503
 	})
@@ -194,7 +195,7 @@ func TestWedgedWriterNeverPinsACaller(t *testing.T) {
 			t.Fatalf("the failing check does not say why: %+v", ch)
 		}
 	}
-	var list ExperimentListResponse
+	var list api.ExperimentListResponse
 	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments", "", &list); st != 200 {
 		t.Fatalf("listing while the writer is wedged: %d", st)
 	}
@@ -213,7 +214,7 @@ func TestTaskOverrunningItsDeadlineIsFailedAndRetried(t *testing.T) {
 	set.StatsScanInterval, set.MergeWALInterval, set.CompactionInterval, set.CleanupInterval = 0, 0, 0, 0
 	set.MergeTimeout = 100 * time.Millisecond
 	m := c.start(set, nil)
-	var tk coord.Task
+	var tk api.Task
 	if st := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"merge_wal","target":"slow"}`, &tk); st != 202 {
 		t.Fatalf("enqueue: %d", st)
 	}

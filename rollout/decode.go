@@ -1,14 +1,6 @@
 package rollout
 
 import (
-	"errors"
-	"fmt"
-	"io"
-	"mime"
-	"mime/multipart"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lancectx/lancectx/api"
@@ -41,7 +33,8 @@ type DecodeOptions struct {
 	Now func() time.Time
 }
 
-func (o DecodeOptions) withDefaults() DecodeOptions {
+// WithDefaults returns o with every zero field set to its default.
+func (o DecodeOptions) WithDefaults() DecodeOptions {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -61,70 +54,31 @@ func (o DecodeOptions) withDefaults() DecodeOptions {
 	return o
 }
 
-// DecodeAppendRequest decodes the body of POST /api/v1/rollouts/{name}/records by its
-// Content-Type: application/json (or none) and multipart/form-data. Another type is a
-// 415; a declared Content-Length over the limit is a 413 before anything is read.
-// Every error is an *api.Error (400, 413 or 415) to pass to api.WriteError as it is.
-// The records come back validated, with defaults applied and payloads decoded, in
+// ParseAppendJSON decodes the JSON body of an append, {"records":[...]}, already in
+// memory (the HTTP layer reads it within its limits, see worker.DecodeAppendRequest).
+// Every error is an *api.Error (400 or 413) to pass to api.WriteError as it is. The
+// records come back validated, with defaults applied and base64 payloads decoded, in
 // request order (ids may repeat; the later record is the newer). Their strings share
-// one copy of the JSON body, which stays in memory while any of them is referenced:
-// build the batch and drop the records.
-func DecodeAppendRequest(r *http.Request, opts DecodeOptions) ([]AddRecord, error) {
-	opts = opts.withDefaults()
-	if r.ContentLength > opts.MaxBodyBytes {
-		return nil, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", r.ContentLength, opts.MaxBodyBytes)
-	}
-	ct := r.Header.Get("Content-Type")
-	if strings.TrimSpace(ct) == "" {
-		return decodeAppendJSON(r.Body, r.ContentLength, opts)
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return nil, api.UnsupportedMediaType("malformed Content-Type %s", quote(ct, 100))
-	}
-	switch mt {
-	case api.ContentTypeJSON:
-		if err := api.CheckJSONContentType(ct); err != nil {
-			return nil, err
-		}
-		return decodeAppendJSON(r.Body, r.ContentLength, opts)
-	case api.ContentTypeMultipart:
-		boundary := params["boundary"]
-		if boundary == "" {
-			return nil, api.InvalidRequest("multipart/form-data Content-Type has no boundary parameter")
-		}
-		if r.Body == nil {
-			return nil, api.InvalidRequest("multipart body is empty; the first part must be named \"metadata\"")
-		}
-		return DecodeAppendMultipart(r.Body, boundary, opts)
-	}
-	return nil, api.UnsupportedMediaType("unsupported Content-Type %s; use %s or %s", quote(mt, 100), api.ContentTypeJSON, api.ContentTypeMultipart)
-}
-
-// DecodeAppendJSON reads a JSON append body, {"records":[...]}, from r. See
-// DecodeAppendRequest for the errors and the result.
-func DecodeAppendJSON(r io.Reader, opts DecodeOptions) ([]AddRecord, error) {
-	return decodeAppendJSON(r, -1, opts.withDefaults())
-}
-
-func decodeAppendJSON(r io.Reader, sizeHint int64, opts DecodeOptions) ([]AddRecord, error) {
-	if r == nil {
-		return nil, api.InvalidRequest("request body is empty")
-	}
-	body, err := api.ReadBody(r, opts.MaxBodyBytes, sizeHint)
-	if err != nil {
-		return nil, err
-	}
-	return parseAppend(body, opts, false)
-}
-
-// ParseAppendJSON is DecodeAppendJSON on a body already in memory.
+// one copy of body, which stays in memory while any of them is referenced: build the
+// batch and drop the records.
 func ParseAppendJSON(body []byte, opts DecodeOptions) ([]AddRecord, error) {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	if int64(len(body)) > opts.MaxBodyBytes {
 		return nil, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", len(body), opts.MaxBodyBytes)
 	}
 	return parseAppend(body, opts, false)
+}
+
+// ParseAppendMetadata decodes the metadata part of a multipart append: the JSON of a
+// JSON append with every binary_payload null (the payloads come in parts of their
+// own, which the caller attaches). Errors and result as ParseAppendJSON; the part's
+// size limit (MaxMetadataBytes) is the caller's to enforce while reading it.
+func ParseAppendMetadata(meta []byte, opts DecodeOptions) ([]AddRecord, error) {
+	opts = opts.WithDefaults()
+	if int64(len(meta)) > opts.MaxMetadataBytes {
+		return nil, api.PayloadTooLarge("multipart part \"metadata\" is larger than the limit of %d bytes", opts.MaxMetadataBytes)
+	}
+	return parseAppend(meta, opts, true)
 }
 
 // parseAppend decodes and validates {"records":[...]}; opts has its defaults.
@@ -170,254 +124,4 @@ func parseAppend(body []byte, opts DecodeOptions, multipart bool) ([]AddRecord, 
 		out[i] = rec
 	}
 	return out, nil
-}
-
-// errBodyTooLarge is returned by limitedReader past its limit.
-var errBodyTooLarge = errors.New("rollout: request body over the limit")
-
-// limitedReader fails (instead of returning EOF) once more than n bytes were read, so
-// a reader above it cannot mistake a truncated body for a complete one.
-type limitedReader struct {
-	r    io.Reader
-	n    int64 // bytes still allowed
-	read int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		// One probe byte tells "ended exactly at the limit" from "too long".
-		var b [1]byte
-		n, err := l.r.Read(b[:])
-		if n > 0 {
-			return 0, errBodyTooLarge
-		}
-		return 0, err
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	l.read += int64(n)
-	return n, err
-}
-
-// DecodeAppendMultipart reads a multipart/form-data append body with the given
-// boundary. The first part must be named "metadata" and hold the JSON of a JSON append
-// with every binary_payload null; each following part is named by the zero-based
-// index of its record and holds that record's raw payload. Refused with a 400: a part
-// name that is not an index, an index past the records, an index given twice, a part
-// whose length differs from its record's payload_size, a record with a payload_size
-// but no part, a second metadata part, a missing metadata part; with a 413: a body,
-// metadata part or payload over its limit. A record with a part but no payload_size
-// gets the part's length.
-func DecodeAppendMultipart(r io.Reader, boundary string, opts DecodeOptions) ([]AddRecord, error) {
-	opts = opts.withDefaults()
-	lr := &limitedReader{r: r, n: opts.MaxBodyBytes}
-	mr := multipart.NewReader(lr, boundary)
-	part, err := mr.NextRawPart()
-	if err != nil {
-		if err == io.EOF {
-			return nil, api.InvalidRequest("multipart body has no parts; the first part must be named \"metadata\"")
-		}
-		return nil, multipartErr(err, opts)
-	}
-	if name := part.FormName(); name != "metadata" {
-		return nil, api.InvalidRequest("the first multipart part must be named \"metadata\", got %s", partLabel(part))
-	}
-	if err := checkPartEncoding(part); err != nil {
-		return nil, err
-	}
-	meta, err := readPart(part, opts.MaxMetadataBytes)
-	if err != nil {
-		if errors.Is(err, errPartTooLarge) {
-			return nil, api.PayloadTooLarge("multipart part \"metadata\" is larger than the limit of %d bytes", opts.MaxMetadataBytes)
-		}
-		return nil, multipartErr(err, opts)
-	}
-	records, err := parseAppend(meta, opts, true)
-	if err != nil {
-		return nil, err
-	}
-	got := make([]bool, len(records))
-	for {
-		part, err := mr.NextRawPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, multipartErr(err, opts)
-		}
-		name := part.FormName()
-		if name == "metadata" {
-			return nil, api.InvalidRequest("multipart part \"metadata\" is given twice")
-		}
-		idx, ok := parseIndex(name)
-		if !ok {
-			return nil, api.InvalidRequest("multipart part %s: the name must be a zero-based record index", partLabel(part))
-		}
-		if idx >= len(records) {
-			return nil, api.InvalidRequest("multipart part %q: there are only %d records (indices 0 to %d)", name, len(records), len(records)-1)
-		}
-		if got[idx] {
-			return nil, api.InvalidRequest("multipart part %q is given twice", name)
-		}
-		if err := checkPartEncoding(part); err != nil {
-			return nil, err
-		}
-		rec := &records[idx]
-		var data []byte
-		if rec.PayloadSize != nil {
-			want := *rec.PayloadSize
-			if want > opts.MaxPartBytes {
-				return nil, api.PayloadTooLarge("records[%d].payload_size: %d bytes, larger than the limit of %d bytes", idx, want, opts.MaxPartBytes)
-			}
-			if left := opts.MaxBodyBytes - lr.read; want > left {
-				return nil, api.PayloadTooLarge("records[%d].payload_size: %d bytes do not fit in the rest of the body (the limit of %d bytes)", idx, want, opts.MaxBodyBytes)
-			}
-			data, err = readExact(part, want)
-			if err != nil {
-				var me *sizeMismatch
-				if errors.As(err, &me) {
-					if me.longer {
-						return nil, api.InvalidRequest("multipart part %q is longer than records[%d].payload_size (%d bytes)", name, idx, want)
-					}
-					return nil, api.InvalidRequest("multipart part %q is %d bytes but records[%d].payload_size is %d", name, me.got, idx, want)
-				}
-				return nil, multipartErr(err, opts)
-			}
-		} else {
-			data, err = readPart(part, opts.MaxPartBytes)
-			if err != nil {
-				if errors.Is(err, errPartTooLarge) {
-					return nil, api.PayloadTooLarge("multipart part %q is larger than the limit of %d bytes", name, opts.MaxPartBytes)
-				}
-				return nil, multipartErr(err, opts)
-			}
-			n := int64(len(data))
-			rec.PayloadSize = &n
-		}
-		rec.BinaryPayload = data
-		got[idx] = true
-	}
-	for i := range records {
-		if records[i].PayloadSize != nil && !got[i] {
-			return nil, api.InvalidRequest("records[%d] declares payload_size %d but the body has no part %q", i, *records[i].PayloadSize, strconv.Itoa(i))
-		}
-	}
-	return records, nil
-}
-
-// parseIndex accepts a canonical decimal index: digits only, no sign, no leading
-// zeros, so each record has exactly one part name.
-func parseIndex(s string) (int, bool) {
-	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
-
-func partLabel(p *multipart.Part) string {
-	if p.FormName() == "" {
-		return "without a form-data name"
-	}
-	return quote(p.FormName(), 64)
-}
-
-// checkPartEncoding refuses transfer encodings: a part is taken byte for byte, and a
-// base64 or quoted-printable part would otherwise be stored still encoded.
-func checkPartEncoding(p *multipart.Part) error {
-	cte := strings.ToLower(strings.TrimSpace(p.Header.Get("Content-Transfer-Encoding")))
-	switch cte {
-	case "", "binary", "8bit", "7bit":
-		return nil
-	}
-	return api.InvalidRequest("multipart part %s: Content-Transfer-Encoding %s is not supported; send raw bytes", partLabel(p), quote(cte, 32))
-}
-
-var errPartTooLarge = errors.New("rollout: multipart part over the limit")
-
-// readPart reads a part of unknown length, at most max bytes.
-func readPart(r io.Reader, max int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, errPartTooLarge
-	}
-	return b, nil
-}
-
-type sizeMismatch struct {
-	got    int64
-	longer bool
-}
-
-func (e *sizeMismatch) Error() string { return "part size mismatch" }
-
-// readExact reads a part that must be exactly n bytes long. The buffer grows as
-// bytes arrive (from at most maxPrealloc) rather than trusting the declared size up
-// front, and ends with capacity n, so a complete payload is never copied again.
-func readExact(r io.Reader, n int64) ([]byte, error) {
-	buf := make([]byte, 0, min(n, maxPrealloc))
-	for int64(len(buf)) < n {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(2*int64(cap(buf))+1, n))
-			copy(grown, buf)
-			buf = grown
-		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		if err == io.EOF {
-			if int64(len(buf)) < n {
-				return nil, &sizeMismatch{got: int64(len(buf))}
-			}
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	var probe [1]byte
-	for {
-		m, err := r.Read(probe[:])
-		if m > 0 {
-			return nil, &sizeMismatch{longer: true}
-		}
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-// maxPrealloc bounds what a part read allocates on the strength of a declared
-// payload_size before the bytes arrive.
-const maxPrealloc = 16 << 20
-
-// multipartErr classifies an error of the multipart reader.
-func multipartErr(err error, opts DecodeOptions) error {
-	if errors.Is(err, errBodyTooLarge) {
-		return api.PayloadTooLarge("request body is larger than the limit of %d bytes", opts.MaxBodyBytes)
-	}
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return api.PayloadTooLarge("request body is larger than the limit of %d bytes", mbe.Limit)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return api.InvalidRequest("malformed multipart body: it ends before the closing boundary").WithCause(err)
-	}
-	msg := strings.TrimPrefix(err.Error(), "multipart: ")
-	return api.InvalidRequest("malformed multipart body: %s", fmt.Sprint(quote(msg, 120))).WithCause(err)
 }

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"net/url"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,14 +11,6 @@ import (
 
 // MaxFiltersLen bounds the filters query parameter.
 const MaxFiltersLen = 16 << 10
-
-// Paging of the list route.
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 10_000
-	// MaxListOffset keeps offset+limit+1 far from overflowing anywhere downstream.
-	MaxListOffset = 1 << 40
-)
 
 // filtersWire is the JSON object of the filters parameter.
 type filtersWire struct {
@@ -74,37 +65,6 @@ func ParseFilters(text string) (string, error) {
 		conds = append(conds, expr.QuoteIdent(ColIncludeInTraining)+" = "+lit)
 	}
 	return strings.Join(conds, " AND "), nil
-}
-
-// ListQuery is the parsed query of GET /api/v1/rollouts/{name}/records.
-type ListQuery struct {
-	Limit  int
-	Offset int
-	// Filter is a Lance SQL filter built by ParseFilters, "" for none.
-	Filter string
-}
-
-// ParseListQuery parses limit (1 to MaxListLimit, default DefaultListLimit), offset
-// (0 to MaxListOffset, default 0) and filters. Errors are 400 *api.Error values; other
-// parameters are ignored.
-func ParseListQuery(q url.Values) (ListQuery, error) {
-	limit, err := api.QueryInt(q, "limit", DefaultListLimit, 1, MaxListLimit)
-	if err != nil {
-		return ListQuery{}, err
-	}
-	offset, err := api.QueryInt(q, "offset", 0, 0, MaxListOffset)
-	if err != nil {
-		return ListQuery{}, err
-	}
-	text, err := api.QueryString(q, "filters")
-	if err != nil {
-		return ListQuery{}, err
-	}
-	filter, err := ParseFilters(text)
-	if err != nil {
-		return ListQuery{}, err
-	}
-	return ListQuery{Limit: int(limit), Offset: int(offset), Filter: filter}, nil
 }
 
 // ParseColumns parses the comma-separated columns parameter of the Arrow route against

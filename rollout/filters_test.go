@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -119,43 +118,6 @@ func TestParseFiltersRefusesBadInput(t *testing.T) {
 			_, err := ParseFilters(tc.in)
 			if e, ok := api.AsError(err); !ok || e.Status != 400 || !strings.Contains(e.Message, tc.msg) {
 				t.Fatalf("got %v, want a 400 containing %q", err, tc.msg)
-			}
-		})
-	}
-}
-
-func TestParseListQueryDefaultsAndLimits(t *testing.T) {
-	cases := map[string]struct {
-		query string
-		want  ListQuery
-		bad   bool
-	}{
-		"no parameters give the defaults":  {"", ListQuery{Limit: DefaultListLimit}, false},
-		"limit, offset and filters":        {"limit=5&offset=10&filters=%7B%22role%22%3A%22tool%22%7D", ListQuery{5, 10, "role = 'tool'"}, false},
-		"the maximum limit is allowed":     {"limit=10000", ListQuery{Limit: MaxListLimit}, false},
-		"unrelated parameters are ignored": {"cache=1", ListQuery{Limit: DefaultListLimit}, false},
-		"a zero limit is refused":          {"limit=0", ListQuery{}, true},
-		"a limit over the maximum":         {"limit=10001", ListQuery{}, true},
-		"a negative offset":                {"offset=-1", ListQuery{}, true},
-		"a huge offset":                    {"offset=9223372036854775807", ListQuery{}, true},
-		"bad filters":                      {"filters=%5B%5D", ListQuery{}, true},
-		"filters given twice":              {"filters=%7B%7D&filters=%7B%7D", ListQuery{}, true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			q, err := url.ParseQuery(tc.query)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := ParseListQuery(q)
-			if tc.bad {
-				if api.StatusOf(err) != 400 || err == nil {
-					t.Fatalf("got %+v, %v; want a 400", got, err)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
 	}

@@ -1,9 +1,7 @@
 package rollout
 
 import (
-	"bytes"
 	"encoding/json"
-	"mime/multipart"
 	"reflect"
 	"slices"
 	"strings"
@@ -58,7 +56,9 @@ func checkAccepted(t *testing.T, recs []AddRecord) {
 	}
 }
 
-func corpusBodies(f *testing.F, multipartOnly bool) {
+// corpusBodies seeds f with the JSON bodies of the bad-request corpus (the multipart
+// ones seed the worker's multipart fuzz target).
+func corpusBodies(f *testing.F) {
 	corpus, err := rollouttest.BadRequests()
 	if err != nil {
 		f.Fatal(err)
@@ -67,19 +67,14 @@ func corpusBodies(f *testing.F, multipartOnly bool) {
 		if c.Layer != rollouttest.LayerBody || c.Fill != nil {
 			continue
 		}
-		isMP := strings.HasPrefix(c.ContentType, "multipart/")
-		if isMP != multipartOnly {
+		if strings.HasPrefix(c.ContentType, "multipart/") {
 			continue
 		}
 		b, err := c.BodyBytes()
 		if err != nil {
 			f.Fatal(err)
 		}
-		if multipartOnly {
-			f.Add(b, "XBOUNDARYX")
-		} else {
-			f.Add(b)
-		}
+		f.Add(b)
 	}
 }
 
@@ -87,7 +82,7 @@ func FuzzDecodeAppendJSON(f *testing.F) {
 	f.Add([]byte(roundTripInput))
 	f.Add([]byte(`{"records":[{"id":"a","rollout_id":"t"}]}`))
 	f.Add([]byte(`{"records":[{"id":"a","rollout_id":"t","relationships":[{"target_id":"b","relation":"r","weight":1}],"loss_mask":[1]}]}`))
-	corpusBodies(f, false)
+	corpusBodies(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := ParseAppendJSON(data, fuzzOpts)
 		if err != nil {
@@ -96,28 +91,6 @@ func FuzzDecodeAppendJSON(f *testing.F) {
 		}
 		if !json.Valid(data) {
 			t.Fatalf("accepted invalid JSON")
-		}
-		checkAccepted(t, recs)
-	})
-}
-
-func FuzzDecodeMultipart(f *testing.F) {
-	var buf bytes.Buffer
-	w := multipart.NewWriter(&buf)
-	_ = w.SetBoundary("XBOUNDARYX")
-	_ = w.WriteField("metadata", `{"records":[{"id":"a","rollout_id":"t","payload_size":3},{"id":"b","rollout_id":"t"},{"id":"c","rollout_id":"t"}]}`)
-	p, _ := w.CreateFormFile("0", "a.bin")
-	p.Write([]byte{0, '\r', '\n'})
-	p, _ = w.CreateFormField("2")
-	p.Write([]byte("--XBOUNDARYX"))
-	w.Close()
-	f.Add(buf.Bytes(), "XBOUNDARYX")
-	corpusBodies(f, true)
-	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
-		recs, err := DecodeAppendMultipart(bytes.NewReader(body), boundary, fuzzOpts)
-		if err != nil {
-			checkRefusal(t, err)
-			return
 		}
 		checkAccepted(t, recs)
 	})
@@ -169,7 +142,7 @@ func FuzzFastDecoderMatchesEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"records":null,"records":[]}`))
 	f.Add([]byte(` { "records" : [ { "id" : "a" , "rollout_id" : "t" , "metadata" : true , "loss_mask" : [ -128 , 127 ] } ] } `))
 	f.Add([]byte(`{"records":[{"\u0069d":"a","rollout_id":"t","relationships":[{"target_id":"x","relation":"y","weight":null}],"payload_size":-9223372036854775808}]}`))
-	corpusBodies(f, false)
+	corpusBodies(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if appendDecoder.Check(data) != nil {
 			return

@@ -42,6 +42,7 @@ func TestBadRequests(t *testing.T) {
 		c.MaxBodyBytes = corpus.Limits.MaxBodyBytes
 		c.MaxRecords = corpus.Limits.MaxRecords
 		c.MaxPartBytes = corpus.Limits.MaxPartBytes
+		c.ListMaxRows = corpus.Limits.MaxListRows
 	})
 	const store = "bad" // in place of corpus.StorePlaceholder
 	tw.createStore(store)
@@ -153,6 +154,16 @@ func TestBadRequests(t *testing.T) {
 		badCase{name: "a filter over 64 KiB", method: "GET", path: "/api/v1/rollouts/bad/arrow?" + url.Values{"filter": {"id = '" + strings.Repeat("x", 70000) + "'"}}.Encode(),
 			status: 400, code: api.CodeInvalidRequest},
 		badCase{name: "filters given twice", method: "GET", path: "/api/v1/rollouts/bad/records?filters=%7B%7D&filters=%7B%7D",
+			status: 400, code: api.CodeInvalidRequest},
+		badCase{name: "a list filter over 64 KiB", method: "GET", path: "/api/v1/rollouts/bad/records?" + url.Values{"filter": {"id = '" + strings.Repeat("x", 70000) + "'"}}.Encode(),
+			status: 400, code: api.CodeInvalidRequest},
+		badCase{name: "a list filter on an unknown column", method: "GET", path: "/api/v1/rollouts/bad/records?" + url.Values{"filter": {"nope = 1"}}.Encode(),
+			status: 400, code: api.CodeInvalidRequest},
+		badCase{name: "a list with a limit over the bound", method: "GET", path: "/api/v1/rollouts/bad/records?limit=100001",
+			status: 400, code: api.CodeInvalidRequest},
+		badCase{name: "creating a store with an unknown query parameter", method: "POST", path: "/api/v1/rollouts?dry_run=true",
+			contentType: api.ContentTypeJSON, body: []byte(`{"name":"never"}`), status: 400, code: api.CodeInvalidRequest},
+		badCase{name: "deleting a store with an unknown query parameter", method: "DELETE", path: "/api/v1/rollouts/bad?force=true",
 			status: 400, code: api.CodeInvalidRequest},
 		badCase{name: "creating a store that exists", method: "POST", path: "/api/v1/rollouts",
 			contentType: api.ContentTypeJSON, body: []byte(`{"name":"bad"}`), status: 409, code: api.CodeAlreadyExists},

@@ -38,6 +38,12 @@ const (
 	// so rows of an experiment whose writes stopped still reach the base table that
 	// LanceDB and pylance read.
 	DefaultMergeMaxAge = 300 * time.Second
+	// DefaultListMaxRows is the most rows one answer of the list route holds (the
+	// reference's list has no bound; 100,000 rows of a few KiB are a few hundred MiB
+	// of JSON, past which the Arrow stream is the tool).
+	DefaultListMaxRows = 100_000
+	// MaxListOffset keeps offset+limit+1 far from overflowing anywhere downstream.
+	MaxListOffset = 1 << 40
 )
 
 // MergeLocker serialises the merges of a dataset across processes: every merger of a
@@ -106,6 +112,12 @@ type Config struct {
 	// temp files of uploads older than this, left by processes killed mid-write
 	// (default DefaultSweepTempAge; negative: no sweep).
 	SweepTempAge time.Duration
+
+	// ListMaxRows bounds the rows of one answer of GET /api/v1/rollouts/{name}/records
+	// (default DefaultListMaxRows): a request without a limit gets every matching row
+	// up to it and a 400 past it (never a truncated answer), and a larger limit is a
+	// 400. Bigger reads page with limit and offset or stream the Arrow route.
+	ListMaxRows int
 
 	// Append limits (zero: the rollout package defaults).
 	MaxBodyBytes int64
@@ -193,6 +205,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SweepTempAge == 0 {
 		c.SweepTempAge = DefaultSweepTempAge
 	}
+	if c.ListMaxRows <= 0 {
+		c.ListMaxRows = DefaultListMaxRows
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = rollout.DefaultMaxBodyBytes
 	}
@@ -273,6 +288,7 @@ func (c Config) Summary() []any {
 		"store_cache_capacity", c.StoreCacheCapacity,
 		"key_cache_bytes", c.KeyCacheBytes,
 		"sweep_temp_age", c.SweepTempAge.String(),
+		"list_max_rows", c.ListMaxRows,
 		"max_body_bytes", c.MaxBodyBytes,
 		"max_records", c.MaxRecords,
 		"max_part_bytes", c.MaxPartBytes,

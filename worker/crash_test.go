@@ -245,7 +245,7 @@ func TestCrashKill9(t *testing.T) {
 	p := startWorkerProc(t, bin, dir, args...)
 	checkListed := func(stage string) map[string]bool {
 		listed := map[string]bool{}
-		for _, r := range listAllHTTP(t, p.url, "crash", "", rollout.MaxListLimit) {
+		for _, r := range listAllHTTP(t, p.url, "crash", "", 10_000) {
 			if listed[r.ID] {
 				t.Fatalf("%s: id %s listed twice", stage, r.ID)
 			}

@@ -65,8 +65,12 @@ func TestEndToEnd(t *testing.T) {
 
 	// Unflushed rows: this worker reads them, another worker does not yet.
 	other := newTestWorker(t, tw.dir, func(c *Config) { c.WorkerID = "other-worker" })
-	tw.do("GET", "/api/v1/rollouts/exp/records/a1", "", nil).want(t, http.StatusOK, nil)
-	other.do("GET", "/api/v1/rollouts/exp/records/a1", "", nil).wantError(t, http.StatusNotFound, api.CodeNotFound)
+	var seen, unseen api.GetRecordResponse[*rollout.Record]
+	tw.do("GET", "/api/v1/rollouts/exp/records/a1", "", nil).want(t, http.StatusOK, &seen)
+	other.do("GET", "/api/v1/rollouts/exp/records/a1", "", nil).want(t, http.StatusOK, &unseen)
+	if seen.Record == nil || seen.Record.ID != "a1" || unseen.Record != nil {
+		t.Fatalf("unflushed a1: this worker reads %+v, the other %+v (want the row, then null)", seen.Record, unseen.Record)
+	}
 	fr := tw.appendJSON("exp", true, rec("f1", "r3"))
 	if !fr.Visible || !fr.Durable {
 		t.Fatalf("flush append answered %+v", fr)
@@ -99,7 +103,11 @@ func TestEndToEnd(t *testing.T) {
 		a1.ProblemID != "r1" || a1.ContentType != rollout.DefaultContentType || a1.CreatedAt.IsZero() || a1.BinaryPayload != nil {
 		t.Fatalf("get a1: %+v", a1)
 	}
-	tw.do("GET", "/api/v1/rollouts/exp/records/nope", "", nil).wantError(t, http.StatusNotFound, api.CodeNotFound)
+	// A missing record is {"record": null} (the reference's answer); a missing payload a 404.
+	if r := tw.do("GET", "/api/v1/rollouts/exp/records/nope", "", nil); r.status != http.StatusOK ||
+		strings.TrimSpace(string(r.body)) != `{"record":null}` {
+		t.Fatalf("missing record: %s", r)
+	}
 	checkBlob(t, tw, "a2", []byte{0, 1, 2, 255})
 	checkBlob(t, tw, "m1", []byte{5, 4, 3, 2, 1})
 	checkBlob(t, tw, "m2", big)

@@ -49,13 +49,16 @@ func (s *Server) toAPIError(ctx context.Context, err error) error {
 	return err
 }
 
-// storeURI is where a store's dataset lives, as clients and LanceDB address it.
+// storeURI is where a store's dataset lives, as clients and LanceDB address it: the
+// canonical form (objstore.DatasetURI) the master reports for the experiment too.
+// Without a DataDir (an embedder that passed only Store) it is the path in the data
+// directory.
 func (s *Server) storeURI(name string) string {
 	dir := s.registry.DatasetDir(name)
 	if s.cfg.DataDir == "" {
 		return dir
 	}
-	return strings.TrimRight(MaskURI(s.cfg.DataDir), "/") + "/" + dir
+	return objstore.DatasetURI(s.cfg.DataDir, dir)
 }
 
 func (s *Server) datasetStore(name string) objstore.Store {
@@ -69,6 +72,10 @@ func pathName(r *http.Request) (string, error) {
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	var req api.CreateRolloutStoreRequest
 	if err := api.DecodeJSON(r, api.DefaultMaxBodyBytes, &req); err != nil {
 		s.fail(w, r, err)
@@ -160,6 +167,10 @@ func (s *Server) clearRemnant(ctx context.Context, name string, st objstore.Stor
 }
 
 func (s *Server) handleListStores(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	names, err := s.registry.Names(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
@@ -174,6 +185,9 @@ func (s *Server) handleListStores(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 	name, err := pathName(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -195,6 +209,9 @@ func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	name, err := pathName(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -213,7 +230,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	flush, err := api.QueryBool(r.URL.Query(), "flush", false)
+	flush, err := queryFlush(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -225,7 +242,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	records, err := rollout.DecodeAppendRequest(r, rollout.DecodeOptions{MaxBodyBytes: s.cfg.MaxBodyBytes,
+	records, err := DecodeAppendRequest(r, rollout.DecodeOptions{MaxBodyBytes: s.cfg.MaxBodyBytes,
 		MaxRecords: s.cfg.MaxRecords, MaxPartBytes: s.cfg.MaxPartBytes, Now: s.cfg.Now})
 	if err != nil {
 		s.fail(w, r, err)
@@ -239,7 +256,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, http.StatusCreated, resp)
 }
 
-// Append writes decoded records (rollout.DecodeAppendRequest, or records a Go caller
+// Append writes decoded records (DecodeAppendRequest, or records a Go caller
 // built and checked with rollout.ValidateRecords) durably to the store: it returns
 // once they are in a WAL object created with a conditional put. With flush, it also
 // waits (up to Config.FlushTimeout) until they are sealed into a generation every
@@ -296,7 +313,7 @@ func (s *Server) handleMergeWAL(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	flush, err := api.QueryBool(r.URL.Query(), "flush", false)
+	flush, err := queryFlush(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -309,8 +326,22 @@ func (s *Server) handleMergeWAL(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, http.StatusOK, res)
 }
 
-func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	doc := api.OpenAPI()
 	w.Header().Set("Content-Type", api.ContentTypeJSON)
 	_, _ = w.Write(doc)
+}
+
+// handleHealthQuery refuses query parameters on GET /api/v1/health, then answers as
+// handleHealth.
+func (s *Server) handleHealthQuery(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.handleHealth(w, r)
 }

@@ -74,32 +74,122 @@ func (s *Server) streamFailed(w http.ResponseWriter, r *http.Request, kind strin
 	panic(http.ErrAbortHandler)
 }
 
+// listQuery is the parsed query of GET /api/v1/rollouts/{name}/records.
+type listQuery struct {
+	// limit is the page size; 0 when the request gave none (every matching row, up
+	// to Config.ListMaxRows).
+	limit  int
+	offset int
+	// filter is the SQL predicate of the filter parameter and of the filters object
+	// (ANDed when both are given); "" for none.
+	filter string
+}
+
+// listParams are the query parameters of the list route.
+var listParams = []string{"limit", "offset", "filter", "filters"}
+
+// parseListQuery parses the list route's query: limit (1 to maxRows; absent: every
+// matching row), offset (0 to MaxListOffset), filter (a SQL predicate, as on the Arrow
+// route and in `lancectx dataset scan`) and filters (the reference's JSON object,
+// rollout.ParseFilters). Anything else, and every malformed value, is a 400 *api.Error.
+// The filter's columns are checked against the store's schema later (checkFilter),
+// when the snapshot is known.
+func parseListQuery(r *http.Request, maxRows int) (listQuery, error) {
+	q, err := api.Query(r, listParams...)
+	if err != nil {
+		return listQuery{}, err
+	}
+	limit, err := api.QueryInt(q, "limit", 0, 1, MaxListOffset)
+	if err != nil {
+		return listQuery{}, err
+	}
+	if limit > int64(maxRows) {
+		return listQuery{}, api.InvalidRequest("limit=%d is more than one answer holds (%d rows, ROLLOUT_LIST_MAX_ROWS); %s",
+			limit, maxRows, pageOrStream)
+	}
+	offset, err := api.QueryInt(q, "offset", 0, 0, MaxListOffset)
+	if err != nil {
+		return listQuery{}, err
+	}
+	filter, err := api.QueryString(q, "filter")
+	if err != nil {
+		return listQuery{}, err
+	}
+	if len(filter) > expr.MaxInputLen {
+		return listQuery{}, api.InvalidRequest("filter is %d bytes long; the limit is %d", len(filter), expr.MaxInputLen)
+	}
+	if filter != "" {
+		// Syntax now; the columns are checked against the store's schema with the
+		// snapshot (checkFilter).
+		if _, err := expr.Parse(filter); err != nil {
+			return listQuery{}, api.InvalidRequest("filter: %v", err).WithCause(err)
+		}
+	}
+	text, err := api.QueryString(q, "filters")
+	if err != nil {
+		return listQuery{}, err
+	}
+	filters, err := rollout.ParseFilters(text)
+	if err != nil {
+		return listQuery{}, err
+	}
+	switch {
+	case filter == "":
+		filter = filters
+	case filters != "":
+		filter = "(" + filter + ") AND (" + filters + ")"
+	}
+	return listQuery{limit: int(limit), offset: int(offset), filter: filter}, nil
+}
+
+// pageOrStream tells a client what to do instead of one answer with too many rows.
+const pageOrStream = "page with limit and offset (has_more tells when to stop), or stream every row with GET /api/v1/rollouts/{name}/arrow"
+
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	name, err := pathName(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	q, err := rollout.ParseListQuery(r.URL.Query())
+	q, err := parseListQuery(r, s.cfg.ListMaxRows)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	ctx := r.Context()
 	err = s.withShard(ctx, name, func(h *handle) error {
-		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error { return s.writeList(ctx, w, sn, q) })
+		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
+			if err := checkFilter(q.filter, sn.Base().Schema().Arrow()); err != nil {
+				return err
+			}
+			return s.writeList(ctx, w, sn, q)
+		})
 	})
 	if err != nil {
 		s.streamFailed(w, r, "list", err)
 	}
 }
 
-// writeList streams one page: rows offset..offset+limit of the snapshot's scan
-// order, asking for one row more to learn has_more. Nothing is sent until the first
-// batch was read, so a failing snapshot still gets a proper error.
-func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.Snapshot, q rollout.ListQuery) error {
+// writeList streams the answer: rows offset..offset+limit of the snapshot's scan
+// order, asking for one row more to learn has_more. Without a limit the answer is
+// every matching row, decided before any byte is sent: more than ListMaxRows of them
+// is a 400, never a truncated answer. Nothing is sent until the first batch was read,
+// so a failing snapshot still gets a proper error.
+func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.Snapshot, q listQuery) error {
+	limit := int64(q.limit)
+	if limit == 0 {
+		limit = int64(s.cfg.ListMaxRows)
+		fits, err := listFits(ctx, sn, q, limit)
+		if err != nil {
+			return err
+		}
+		if !fits {
+			return api.InvalidRequest("the listing has more than %d rows, the most one answer holds (ROLLOUT_LIST_MAX_ROWS); %s",
+				limit, pageOrStream)
+		}
+	}
 	cols := rollout.DefaultReadColumns(sn.Base().Schema().Arrow())
-	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: q.Filter, Offset: int64(q.Offset), Limit: int64(q.Limit) + 1})
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: q.filter, Offset: int64(q.offset), Limit: limit + 1})
 	if err != nil {
 		return err
 	}
@@ -118,7 +208,7 @@ func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.S
 		}
 		return err
 	}
-	n, limit, hasMore := int64(0), int64(q.Limit), false
+	n, hasMore := int64(0), false
 	for ; more; more = rdr.Next() {
 		rec := rdr.RecordBatch()
 		take := min(rec.NumRows(), limit-n)
@@ -141,10 +231,35 @@ func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.S
 	if err := rdr.Err(); err != nil {
 		return cut(err)
 	}
-	if err := lw.Close(hasMore, q.Limit, q.Offset); err != nil {
+	if q.limit == 0 && hasMore {
+		// The count said every row fits; the same snapshot now has more. Cut rather
+		// than send a complete-looking partial answer.
+		return cut(fmt.Errorf("worker: list of %d counted rows found more", limit))
+	}
+	if err := lw.Close(hasMore, int(limit), q.offset); err != nil {
 		return &errStreamCut{err}
 	}
 	return nil
+}
+
+// listFits tells whether a list query matches at most max rows. It counts them
+// reading only the key column (and the filter's), stopping at max+1; a snapshot with
+// at most max rows in all needs no scan.
+func listFits(ctx context.Context, sn *wal.Snapshot, q listQuery, max int64) (bool, error) {
+	if sn.PendingGenerations() == 0 && sn.Base().CountRows()+sn.MemtableRows() <= max {
+		return true, nil // an upper bound of the matching rows
+	}
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{rollout.KeyColumn}, Filter: q.filter,
+		Offset: int64(q.offset), Limit: max + 1})
+	if err != nil {
+		return false, err
+	}
+	defer rdr.Release()
+	var n int64
+	for rdr.Next() {
+		n += rdr.RecordBatch().NumRows()
+	}
+	return n <= max, rdr.Err()
 }
 
 type countingWriter struct {
@@ -170,6 +285,9 @@ func pathNameID(r *http.Request) (string, string, error) {
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	name, id, err := pathNameID(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -193,18 +311,20 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 			return nil
 		})
 	})
-	if err == nil && out == nil {
-		err = api.NotFound("record %q does not exist in rollout store %q", id, name)
-	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, api.GetRecordResponse[rollout.Record]{Record: *out})
+	// A missing record is {"record": null}, as in the reference; an unknown store was
+	// a 404 above.
+	api.WriteJSON(w, http.StatusOK, api.GetRecordResponse[*rollout.Record]{Record: out})
 }
 
 func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 	name, id, err := pathNameID(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -265,7 +385,11 @@ func (s *Server) handleArrow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	q := r.URL.Query()
+	q, err := api.Query(r, "columns", "filter")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	colsParam, err := api.QueryString(q, "columns")
 	if err != nil {
 		s.fail(w, r, err)

@@ -407,7 +407,7 @@ func (s *Server) routes() http.Handler {
 		{"GET /api/v1/rollouts/{name}/records/{id}/blob", true, s.handleBlob},
 		{"GET /api/v1/rollouts/{name}/arrow", true, s.handleArrow},
 		{"POST /api/v1/internal/merge-wal/{name}", false, s.handleMergeWAL},
-		{"GET /api/v1/health", false, s.handleHealth},
+		{"GET /api/v1/health", false, s.handleHealthQuery},
 		{"GET /api/v1/openapi.json", false, s.handleOpenAPI},
 	}
 	allowed := map[string][]string{}

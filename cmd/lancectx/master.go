@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -132,15 +131,9 @@ func (cf *controlFlags) summary() []any {
 	return append(out, cf.set.Summary()...)
 }
 
-// dataURI is the data directory as a URI for the stats rows: file:///abs for paths.
-func dataURI(dir string) string {
-	if !strings.Contains(dir, "://") {
-		if abs, err := filepath.Abs(dir); err == nil {
-			return "file://" + filepath.ToSlash(abs)
-		}
-	}
-	return worker.MaskURI(dir)
-}
+// dataURI is the data directory in the canonical form every URI is reported in
+// (objstore.CanonicalURI: file:///abs for paths, credentials dropped), for logs.
+func dataURI(dir string) string { return objstore.CanonicalURI(dir) }
 
 // etcdClientFlags are the etcd client settings of every command that talks to etcd
 // (master, serve with an external etcd, worker registering itself).

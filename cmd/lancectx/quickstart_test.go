@@ -102,7 +102,7 @@ func TestQuickStart(t *testing.T) {
 	}
 	all := strings.Join(outputs, "\n")
 	for _, want := range []string{`"name":"demo"`, `"count":2`, `"id":"step-1"`, `"id":"step-2"`, `"experiments":[{"name":"demo"`,
-		`"kind":"merge_wal"`, "step-1", "What is 2+2?"} {
+		`"chain":[`, "step-1", "What is 2+2?"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the quick start's output lacks %s:\n%s", want, all)
 		}

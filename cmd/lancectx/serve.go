@@ -272,6 +272,10 @@ type serveHealth struct {
 // the failing ones.
 func combinedHealth(w *worker.Server, m *master.Master) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if _, err := api.Query(r); err != nil {
+			api.WriteError(rw, err)
+			return
+		}
 		rec := httptest.NewRecorder()
 		w.Handler().ServeHTTP(rec, r)
 		var wh api.HealthResponse

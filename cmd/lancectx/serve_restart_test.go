@@ -110,12 +110,12 @@ func getJSON(url string, out any) int {
 
 // waitCluster polls the process's cluster view until ok accepts it, the process
 // exits, or timeout passes.
-func (p *serveProc) waitCluster(t *testing.T, timeout time.Duration, what string, ok func(master.ClusterResponse) bool) master.ClusterResponse {
+func (p *serveProc) waitCluster(t *testing.T, timeout time.Duration, what string, ok func(api.ClusterResponse) bool) api.ClusterResponse {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var last master.ClusterResponse
+	var last api.ClusterResponse
 	for {
-		var cl master.ClusterResponse
+		var cl api.ClusterResponse
 		if getJSON(p.url+"/api/v1/cluster", &cl) == http.StatusOK {
 			last = cl
 			if ok(cl) {
@@ -134,7 +134,7 @@ func (p *serveProc) waitCluster(t *testing.T, timeout time.Duration, what string
 	}
 }
 
-func leads(cl master.ClusterResponse) bool {
+func leads(cl api.ClusterResponse) bool {
 	return cl.Leader != nil && cl.Leader.ID == cl.Self
 }
 
@@ -160,7 +160,7 @@ func TestRestartedServeLeadsAtOnce(t *testing.T) {
 	<-first.exited
 
 	second := startServe(t, dataDir, flags...)
-	cl2 := second.waitCluster(t, 45*time.Second, "the restarted serve to lead, its worker registered", func(cl master.ClusterResponse) bool {
+	cl2 := second.waitCluster(t, 45*time.Second, "the restarted serve to lead, its worker registered", func(cl api.ClusterResponse) bool {
 		return leads(cl) && cl.Leader.Address == second.url && len(cl.Masters) == 1 &&
 			len(cl.Workers) == 1 && cl.Workers[0].Endpoint == second.url
 	})

@@ -46,6 +46,7 @@ type workerFlags struct {
 	keyCache        workerBytes
 	sweepTempAge    time.Duration
 	maxRecords      int
+	listMaxRows     int
 	maxPart         workerBytes
 	requestTimeout  time.Duration
 	flushTimeout    time.Duration
@@ -164,6 +165,9 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	wf.keyCache = workerBytes(wf.envBytes(worker.DefaultKeyCacheBytes, "LANCECTX_KEY_CACHE_BYTES"))
 	f.Var(&wf.keyCache, "key-cache-bytes", "memory for the id-column indexes that answer GET .../records/{id} without scanning "+
 		"the table; 0 turns them off (env LANCECTX_KEY_CACHE_BYTES)")
+	f.IntVar(&wf.listMaxRows, "list-max-rows", wf.envInt(worker.DefaultListMaxRows, "ROLLOUT_LIST_MAX_ROWS"),
+		"most rows one answer of GET .../records holds: without a limit it returns every matching row up to this, "+
+			"and past it a 400 that says to page or use the Arrow route (env ROLLOUT_LIST_MAX_ROWS)")
 	wf.maxBody = workerBytes(wf.envBytes(rollout.DefaultMaxBodyBytes, "LANCECTX_MAX_BODY_BYTES"))
 	f.Var(&wf.maxBody, "max-body-bytes", "largest append request body (env LANCECTX_MAX_BODY_BYTES)")
 	f.IntVar(&wf.maxRecords, "max-records", wf.envInt(rollout.DefaultMaxRecords, "LANCECTX_MAX_RECORDS"),
@@ -249,6 +253,7 @@ func (wf *workerFlags) validate() error {
 	check(wf.mergeMaxAge >= 0, "--merge-max-age must not be negative")
 	check(wf.cacheCapacity > 0, "--store-cache-capacity must be positive")
 	check(wf.sweepTempAge >= 0, "--sweep-temp-age must not be negative")
+	check(wf.listMaxRows > 0, "--list-max-rows must be positive")
 	check(wf.maxBody > 0, "--max-body-bytes must be positive")
 	check(wf.maxRecords > 0, "--max-records must be positive")
 	check(wf.maxPart >= 0, "--max-part-bytes must not be negative")
@@ -287,6 +292,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		MaxBodyBytes:          int64(wf.maxBody),
 		KeyCacheBytes:         offIfZero(int64(wf.keyCache)),
 		SweepTempAge:          offIfZero(wf.sweepTempAge),
+		ListMaxRows:           wf.listMaxRows,
 		MaxRecords:            wf.maxRecords,
 		MaxPartBytes:          int64(wf.maxPart),
 		RequestTimeout:        wf.requestTimeout,

@@ -1,7 +1,8 @@
 // Package rollouttest ships test data for the rollout data plane: the corpus of bad
-// requests that every layer must refuse. The rollout package replays it against its
-// decoders and validators; the worker replays it over HTTP and checks that nothing
-// was written.
+// requests that every layer must refuse. The worker replays it against the layer each
+// case names (its request decoders, api's validators) and over HTTP, checking that
+// nothing was written; tests/hostile replays it behind the whole stack; the rollout
+// package seeds its fuzz targets with the bodies.
 package rollouttest
 
 import (
@@ -21,10 +22,10 @@ var corpusJSON []byte
 
 // Layers of the corpus: which part of the system refuses a request.
 const (
-	LayerBody   = "body"   // the append body decoder (rollout.DecodeAppendRequest)
+	LayerBody   = "body"   // the append body decoder (worker.DecodeAppendRequest)
 	LayerCreate = "create" // store creation (api.DecodeJSON, then api.ValidateName)
 	LayerName   = "name"   // the store name in the path (api.ValidateName)
-	LayerQuery  = "query"  // query parameters (rollout.ParseListQuery, api.QueryBool for flush)
+	LayerQuery  = "query"  // query parameters (api.Query, then the list route's and flush's parsers)
 	LayerID     = "id"     // the record id in the path (api.ValidateID)
 	LayerStore  = "store"  // the registry: an unknown store or record (worker only)
 )
@@ -39,11 +40,14 @@ type Corpus struct {
 	Cases  []BadRequest `json:"cases"`
 }
 
-// Limits are the append limits a server must run with for the corpus's 413 cases.
+// Limits are the limits a server must run with for the corpus's 413 cases and its
+// list limit cases.
 type Limits struct {
 	MaxBodyBytes int64 `json:"max_body_bytes"`
 	MaxRecords   int   `json:"max_records"`
 	MaxPartBytes int64 `json:"max_part_bytes"`
+	// MaxListRows is the list route's bound (worker.Config.ListMaxRows).
+	MaxListRows int `json:"max_list_rows"`
 }
 
 // BadRequest is one request that must be refused.

@@ -90,14 +90,14 @@ func (s *suite) optimize(ctx context.Context, ds string) error {
 			continue
 		}
 		var chain struct {
-			Tasks []task `json:"tasks"`
+			Chain []string `json:"chain"` // the chain's task ids, in order
 		}
-		if err := json.Unmarshal(body, &chain); err != nil || len(chain.Tasks) != 3 {
+		if err := json.Unmarshal(body, &chain); err != nil || len(chain.Chain) != 3 {
 			return fmt.Errorf("optimize answer %.300s: %v", body, err)
 		}
 		var failed []string
-		for _, tk := range chain.Tasks {
-			final, err := s.waitTask(ctx, m.url, tk.ID, 3*time.Minute)
+		for _, id := range chain.Chain {
+			final, err := s.waitTask(ctx, m.url, id, 3*time.Minute)
 			if err != nil {
 				return err
 			}

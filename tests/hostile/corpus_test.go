@@ -375,6 +375,10 @@ func generated() []hostileCase {
 					Path: target, Auth: auth, WantStatus: 405, WantCode: api.CodeInvalidRequest})
 			}
 		}
+		if r.pattern == "/api/v1/health" {
+			out = append(out, hostileCase{Name: "GET /api/v1/health with an unknown query parameter is a 400", Method: "GET",
+				Path: target + "?verbose=1", WantStatus: 400, WantCode: api.CodeInvalidRequest})
+		}
 		if r.probe() {
 			continue // open: no credential family
 		}
@@ -410,6 +414,13 @@ func generated() []hostileCase {
 				hostileCase{Name: what + " with the internal token is a 403", Method: r.method, Path: target, Auth: "internal",
 					WantStatus: 403, WantCode: api.CodeForbidden})
 		}
+		// A query parameter the route does not take: refused, never ignored.
+		withQuery := target + "?bogus=1"
+		if strings.Contains(target, "?") {
+			withQuery = target + "&bogus=1"
+		}
+		out = append(out, hostileCase{Name: what + " with an unknown query parameter is a 400", Method: r.method,
+			Path: withQuery, Auth: auth, WantStatus: 400, WantCode: api.CodeInvalidRequest})
 		// A dot segment in front of the route: refused, never redirected.
 		out = append(out, hostileCase{Name: what + " behind a dot segment is a 400", Method: r.method,
 			Path: strings.Replace(target, "/api/v1/", "/api/v1/x/../", 1), Auth: auth, WantStatus: 400, WantCode: api.CodeInvalidRequest})
@@ -450,8 +461,15 @@ func generated() []hostileCase {
 				if n.status == 404 {
 					code = api.CodeNotFound
 				}
-				out = append(out, hostileCase{Name: fmt.Sprintf("%s with %s in the id is a %d", what, n.label, n.status),
-					Method: r.method, Path: r.fill(store, n.esc), WantStatus: n.status, WantCode: code})
+				hc := hostileCase{Name: fmt.Sprintf("%s with %s in the id is a %d", what, n.label, n.status),
+					Method: r.method, Path: r.fill(store, n.esc), WantStatus: n.status, WantCode: code}
+				if n.status == 404 && !strings.HasSuffix(r.pattern, "/blob") {
+					// A record the store does not have is {"record": null} (the reference's
+					// answer); only the payload route answers 404.
+					hc.Name = fmt.Sprintf("%s with %s in the id is a null record", what, n.label)
+					hc.WantStatus, hc.WantCode, hc.WantCount = 200, "", &count{Field: "record", N: 0}
+				}
+				out = append(out, hc)
 			}
 		}
 		if r.hasTaskID {

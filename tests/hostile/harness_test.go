@@ -224,7 +224,7 @@ func (s *stack) seed() {
 		`{"records":[{"id":"seed-3","rollout_id":"r3","role":"user","content":"pending generation"}]}`, http.StatusCreated, nil)
 	s.must("POST", "/api/v1/rollouts/"+store+"/records", tokRW,
 		`{"records":[{"id":"seed-4","rollout_id":"r3","role":"user","content":"unsealed"}]}`, http.StatusCreated, nil)
-	var task coord.Task
+	var task api.Task
 	s.must("POST", "/api/v1/tasks", tokRW, `{"kind":"compact","target":"`+store+`"}`, http.StatusAccepted, &task)
 	s.taskID = task.ID
 }

@@ -188,8 +188,16 @@ Q("a string include_in_training filter is refused", "GET", R + "?filters=%7B%22i
 Q("filters that are an array are refused", "GET", R + "?filters=%5B%5D", "filters: expected an object, got array")
 Q("a zero limit is refused", "GET", R + "?limit=0", "limit=0 is out of range")
 Q("a non-numeric limit is refused", "GET", R + "?limit=ten", "not an integer")
-Q("a limit over the maximum is refused", "GET", R + "?limit=100001", "out of range")
+Q("a limit over the maximum is refused", "GET", R + "?limit=100001", "more than one answer holds (100000 rows")
 Q("a negative offset is refused", "GET", R + "?offset=-1", "out of range")
+Q("a list with an unknown parameter is refused, naming the accepted ones", "GET", R + "?rollout_id=traj1",
+  'unknown query parameter "rollout_id": this route accepts limit, offset, filter, filters')
+Q("a misspelled limit is refused rather than ignored", "GET", R + "?limt=5", 'unknown query parameter "limt"')
+Q("a list with several unknown parameters names them", "GET", R + "?role=user&dataset=train", 'unknown query parameters "dataset", "role"')
+Q("a list filter that does not parse is refused", "GET", R + "?filter=reward%20%3E", "filter:")
+Q("a list filter given twice is refused", "GET", R + "?filter=reward%20%3E%201&filter=reward%20%3C%202", "given 2 times")
+Q("a list query with a bad escape is refused rather than dropped", "GET", R + "?filter=%ZZ", "the query string is malformed")
+Q("an append with an unknown parameter is refused", "POST", R + "?flsh=true", 'unknown query parameter "flsh": this route accepts flush', b=body(ok))
 Q("flush=yes is refused rather than read as false", "POST", R + "?flush=yes", "flush=\"yes\" is not a boolean", b=body(ok))
 Q("flush given twice is refused", "POST", R + "?flush=true&flush=false", "given 2 times", b=body(ok))
 
@@ -212,15 +220,14 @@ S("appending to an unknown store is refused", "POST", "/api/v1/rollouts/no-such-
 S("listing an unknown store is refused", "GET", "/api/v1/rollouts/no-such-store/records")
 S("describing an unknown store is refused", "GET", "/api/v1/rollouts/no-such-store")
 S("deleting an unknown store is refused", "DELETE", "/api/v1/rollouts/no-such-store")
-S("reading a missing record is a 404", "GET", R + "/no-such-record")
 S("reading the payload of a missing record is a 404", "GET", R + "/no-such-record/blob")
 
 names = [c["name"] for c in cases]
 assert len(names) == len(set(names)), [n for n in names if names.count(n) > 1]
 doc = {
-  "description": "Requests the worker must refuse with a 4xx JSON error and without writing anything. Replay each against a worker whose limits are those below, with a store named by store_placeholder already created; check want_status, want_code, that the message contains want_message when given, and that the store's object listing is unchanged. body is UTF-8 text (body_base64 when the bytes are not UTF-8); fill, when present, replaces marker in the body with count copies of char. layer says what refuses the request: body (the append decoder), create (store creation), name (store name rules), query (query parameters), id (record id rules), store (the registry: unknown store or record).",
+  "description": "Requests the worker must refuse with a 4xx JSON error and without writing anything. Replay each against a worker whose limits are those below, with a store named by store_placeholder already created; check want_status, want_code, that the message contains want_message when given, and that the store's object listing is unchanged. body is UTF-8 text (body_base64 when the bytes are not UTF-8); fill, when present, replaces marker in the body with count copies of char. layer says what refuses the request: body (the append decoder), create (store creation), name (store name rules), query (query parameters: unknown names, limit, offset, filter, filters, flush), id (record id rules), store (the registry: unknown store or record).",
   "store_placeholder": "{store}",
-  "limits": {"max_body_bytes": 1048576, "max_records": 100, "max_part_bytes": 65536},
+  "limits": {"max_body_bytes": 1048576, "max_records": 100, "max_part_bytes": 65536, "max_list_rows": 100000},
   "cases": cases,
 }
 # 'a\udcff' is not encodable; fix id case raw bytes via base64
