@@ -382,8 +382,8 @@ func (m *Master) observeErr(name string, err error) error {
 	return err
 }
 
-// refreshAndAnswer observes the experiment and writes its row, waiting at most
-// STATS_WRITER_WAIT_MS for the stats writer; the answer says whether it was written.
+// refreshAndAnswer observes the experiment and writes its row, spending at most
+// STATS_WRITER_WAIT_MS on the commit; the answer says whether it was written.
 func (m *Master) refreshAndAnswer(w http.ResponseWriter, r *http.Request, name string) {
 	res, err := m.scanner.RefreshOne(r.Context(), name, m.set.StatsWriterWait, nil)
 	if err != nil {
