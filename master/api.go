@@ -32,12 +32,15 @@ type ExperimentSummary struct {
 	LastCompaction        *int64 `json:"last_compaction,omitempty"`
 	TotalCompactions      int64  `json:"total_compactions"`
 	ScannedAt             int64  `json:"scanned_at"`
+	// OldestPendingWALMs is when the oldest pending WAL generation was sealed (unix
+	// ms); absent when none is pending.
+	OldestPendingWALMs int64 `json:"oldest_pending_wal_ms,omitempty"`
 }
 
 func summaryOf(r ExperimentStats) ExperimentSummary {
 	s := ExperimentSummary{Name: r.Name, URI: r.URI, RowCount: r.RowCount, FragmentCount: r.FragmentCount,
 		LastUpdated: r.LastUpdated, PendingWALGenerations: r.PendingWALGenerations, TotalCompactions: r.TotalCompactions,
-		ScannedAt: r.ScannedAt}
+		ScannedAt: r.ScannedAt, OldestPendingWALMs: r.OldestPendingWAL}
 	if r.LastCompaction != NoCompaction {
 		lc := r.LastCompaction
 		s.LastCompaction = &lc

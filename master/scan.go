@@ -123,6 +123,9 @@ func (s *Scanner) Observe(ctx context.Context, name string, prev ExperimentStats
 	row.FragmentCount = int64(len(ds.Fragments()))
 	row.LastUpdated = ds.Timestamp().UnixMilli()
 	row.PendingWALGenerations = int64(p.Generations)
+	if !p.Oldest.IsZero() {
+		row.OldestPendingWAL = p.Oldest.UnixMilli()
+	}
 	return row, nil
 }
 

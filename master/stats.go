@@ -41,6 +41,10 @@ type ExperimentStats struct {
 	TotalCompactions      int64  `json:"total_compactions"`
 	ScannedAt             int64  `json:"scanned_at"` // ms
 	Version               int64  `json:"version"`    // base version at the last full observation
+	// OldestPendingWAL is when the oldest pending WAL generation was sealed (unix ms; 0:
+	// none pending): the merge age trigger reads it. Tables written before the column
+	// existed read it as 0.
+	OldestPendingWAL int64 `json:"oldest_pending_wal"`
 }
 
 // statsSchema: every field non-null, as the reference's _stats table.
@@ -55,6 +59,8 @@ var statsSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "total_compactions", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "scanned_at", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "version", Type: arrow.PrimitiveTypes.Int64},
+	// Not in the reference's table; last, so the reference's columns keep their places.
+	{Name: "oldest_pending_wal", Type: arrow.PrimitiveTypes.Int64},
 }, nil)
 
 // StatsSnapshot is an immutable view of the stats table at one version. Readers take it
@@ -434,7 +440,7 @@ func statsBatch(rows []ExperimentStats) (arrow.RecordBatch, error) {
 		b.Field(0).(*array.StringBuilder).Append(r.Name)
 		b.Field(1).(*array.StringBuilder).Append(r.URI)
 		for i, v := range []int64{r.RowCount, r.FragmentCount, r.LastUpdated, r.PendingWALGenerations,
-			r.LastCompaction, r.TotalCompactions, r.ScannedAt, r.Version} {
+			r.LastCompaction, r.TotalCompactions, r.ScannedAt, r.Version, r.OldestPendingWAL} {
 			b.Field(2 + i).(*array.Int64Builder).Append(v)
 		}
 	}
@@ -476,6 +482,7 @@ func readStats(ctx context.Context, ds *lance.Dataset) ([]ExperimentStats, error
 				LastUpdated: i64(col("last_updated"), i, 0), PendingWALGenerations: i64(col("pending_wal_generations"), i, 0),
 				LastCompaction: i64(col("last_compaction"), i, NoCompaction), TotalCompactions: i64(col("total_compactions"), i, 0),
 				ScannedAt: i64(col("scanned_at"), i, 0), Version: i64(col("version"), i, UnknownVersion),
+				OldestPendingWAL: i64(col("oldest_pending_wal"), i, 0),
 			})
 		}
 		rec.Release()

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/faults"
 	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/wal"
 )
 
 func rows(n int, round int64) []ExperimentStats {
@@ -508,5 +512,95 @@ func TestScanRoundKeepsAConcurrentRefreshsCompaction(t *testing.T) {
 	}
 	if got := statsOnStorage(t, statsSt); got.Version != 3 {
 		t.Fatalf("version %d after a refresh that was not written", got.Version)
+	}
+}
+
+// TestStatsOldestPendingWAL: a scan records when the oldest pending WAL generation was
+// sealed (0 without one), the table keeps it, and the API shows it only when set.
+func TestStatsOldestPendingWAL(t *testing.T) {
+	ctx := context.Background()
+	data := objstore.NewMem()
+	createExperiment(t, data, "walled", 1, 5)
+	addGenerations(t, data, "walled", "w0", 2, 3)
+	createExperiment(t, data, "quiet", 1, 5)
+	reg := registry.New(data, "rollout")
+	sc := NewScanner(data, reg, NewStatsStore(objstore.Prefixed(data, StatsDataset)), testLogger(), nil)
+	if _, err := sc.Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := wal.PendingGenerations(ctx, objstore.Prefixed(data, reg.DatasetDir("walled")))
+	if err != nil || ps.Generations != 2 || ps.Oldest.IsZero() {
+		t.Fatalf("pending: %+v %v", ps, err)
+	}
+	got := statsOnStorage(t, objstore.Prefixed(data, StatsDataset))
+	w, _ := got.Get("walled")
+	q, _ := got.Get("quiet")
+	if w.OldestPendingWAL != ps.Oldest.UnixMilli() || w.PendingWALGenerations != 2 || q.OldestPendingWAL != 0 {
+		t.Fatalf("stored: walled %+v, quiet %+v; oldest pending sealed at %d", w, q, ps.Oldest.UnixMilli())
+	}
+	wj, _ := json.Marshal(summaryOf(w))
+	qj, _ := json.Marshal(summaryOf(q))
+	if !strings.Contains(string(wj), fmt.Sprintf(`"oldest_pending_wal_ms":%d`, w.OldestPendingWAL)) ||
+		strings.Contains(string(qj), "oldest_pending_wal") {
+		t.Fatalf("summaries: %s / %s", wj, qj)
+	}
+}
+
+// TestStatsTableWithoutOldestPendingWAL: a table written before the column existed reads
+// it as 0; the first single-row write brings the schema up (a merge-insert could not add
+// the column), later ones merge-insert as usual, and no row is lost.
+func TestStatsTableWithoutOldestPendingWAL(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	old := arrow.NewSchema(statsSchema.Fields()[:statsSchema.NumFields()-1], nil)
+	if old.HasField("oldest_pending_wal") {
+		t.Fatal("the old schema has the new column")
+	}
+	rec, err := statsBatch(rows(3, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRec := array.NewRecordBatch(old, rec.Columns()[:old.NumFields()], rec.NumRows())
+	rec.Release()
+	rdr, err := array.NewRecordReader(old, []arrow.RecordBatch{oldRec})
+	oldRec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
+	rdr.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStats(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := s.Snapshot().Get("exp-00002")
+	if !ok || r.RowCount != 2 || r.OldestPendingWAL != 0 {
+		t.Fatalf("old row: %+v %v", r, ok)
+	}
+	for i, at := range []int64{1234, 5678} {
+		r.OldestPendingWAL, r.ScannedAt = at, int64(2+i)
+		if v, err := s.Upsert(ctx, r); err != nil || v != uint64(2+i) {
+			t.Fatalf("upsert %d: version %d, %v", i, v, err)
+		}
+		ds, err := lance.OpenStore(ctx, st)
+		if err != nil || ds.Schema().Field("oldest_pending_wal") == nil {
+			t.Fatalf("schema after upsert %d lacks the column (%v)", i, err)
+		}
+	}
+	got := statsOnStorage(t, st)
+	if len(got.Rows) != 3 {
+		t.Fatalf("%d rows", len(got.Rows))
+	}
+	for i, r := range got.Rows {
+		want := int64(0)
+		if r.Name == "exp-00002" {
+			want = 5678
+		}
+		if r.RowCount != int64(i) || r.OldestPendingWAL != want {
+			t.Fatalf("row %+v", r)
+		}
 	}
 }
