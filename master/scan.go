@@ -262,7 +262,9 @@ func (s *Scanner) RefreshOne(ctx context.Context, name string, wait time.Duratio
 	if mutate != nil {
 		mutate(&res.Row, prev, have) // what the answer shows if the commit fails
 	}
-	cctx, cancel := context.WithTimeout(ctx, wait)
+	// The commit's I/O ends at 9/10 of wait: an operation cut at its deadline takes a
+	// moment to return, and the bound is on the caller's wait, not on the I/O.
+	cctx, cancel := context.WithTimeout(ctx, wait*9/10)
 	defer cancel()
 	t0 := time.Now()
 	c, err := s.stats.update(cctx, name, func(cur ExperimentStats, ok bool) ExperimentStats {

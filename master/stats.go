@@ -268,6 +268,7 @@ func (s *StatsStore) commit(ctx context.Context, write statsWrite) (CommitResult
 		attempts = statsCommitAttempts
 	}
 	for n := 1; ; n++ {
+		t0 := time.Now()
 		ds, cur, err := s.latest(ctx)
 		if err != nil {
 			return res, err
@@ -286,7 +287,13 @@ func (s *StatsStore) commit(ctx context.Context, write statsWrite) (CommitResult
 		if n >= attempts {
 			return res, fmt.Errorf("stats: %d conditional commits in a row lost to other writers: %w", n, err)
 		}
-		if !sleepCtx(ctx, commitBackoff(n)) {
+		pause := commitBackoff(n)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < pause+time.Since(t0) {
+			// Another attempt, as long as this one, would end at the deadline: give up
+			// now rather than start I/O that is bound to be cut.
+			return res, fmt.Errorf("stats: no time left to retry a commit that lost to another writer: %w", err)
+		}
+		if !sleepCtx(ctx, pause) {
 			return res, fmt.Errorf("stats: retrying a commit that lost to another writer: %w (after: %w)", ctx.Err(), err)
 		}
 	}

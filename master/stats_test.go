@@ -438,6 +438,40 @@ func TestStatsMaintenanceReclaimsInBoundedPassesAndReportsFailures(t *testing.T)
 	}
 }
 
+// TestStatsCommitGivesUpAfterBoundedAttempts: a writer that loses every race stops after
+// statsCommitAttempts attempts with the conflict, having committed nothing; an error
+// other than a lost race is not retried.
+func TestStatsCommitGivesUpAfterBoundedAttempts(t *testing.T) {
+	ctx := context.Background()
+	base := objstore.NewMem()
+	s, err := OpenStats(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteRound(ctx, rows(5, 1), false); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	res, err := s.commit(ctx, func(context.Context, *lance.Dataset, *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+		calls++
+		return nil, nil, fmt.Errorf("stats: write: %w", lance.ErrConflict)
+	})
+	if !errors.Is(err, lance.ErrConflict) || calls != statsCommitAttempts || res.Conflicts != statsCommitAttempts || res.Version != 0 {
+		t.Fatalf("always losing: %d calls, %+v, %v", calls, res, err)
+	}
+	broken := errors.New("storage says no")
+	calls = 0
+	if _, err := s.commit(ctx, func(context.Context, *lance.Dataset, *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+		calls++
+		return nil, nil, broken
+	}); !errors.Is(err, broken) || calls != 1 {
+		t.Fatalf("other error: %d calls, %v", calls, err)
+	}
+	if n, err := lance.CountVersions(ctx, base); err != nil || n != 1 || s.Snapshot().Version != 1 {
+		t.Fatalf("%d versions (%v), snapshot %d", n, err, s.Snapshot().Version)
+	}
+}
+
 // TestScanRoundKeepsAConcurrentRefreshsCompaction goes through the Scanner, as a master
 // wires it. A scan round held inside its _stats write while another master's
 // post-compaction refresh commits lands afterwards, one conflict later, with the
