@@ -26,6 +26,10 @@ type ExperimentSummary struct {
 	LastCompaction        *int64 `json:"last_compaction,omitempty"`
 	TotalCompactions      int64  `json:"total_compactions"`
 	ScannedAt             int64  `json:"scanned_at"`
+	// OldestPendingWALMs is when the oldest pending WAL generation was sealed (unix
+	// ms); absent when none is pending. Not in the reference: the merge age trigger
+	// (MERGE_WAL_MAX_AGE_SECS) reads it.
+	OldestPendingWALMs int64 `json:"oldest_pending_wal_ms,omitempty"`
 }
 
 // ExperimentListResponse answers GET /api/v1/experiments. Stale is true when the

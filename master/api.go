@@ -34,7 +34,7 @@ func canonicalDataURI(dataURI string) string {
 func summaryOf(r ExperimentStats) api.ExperimentSummary {
 	s := api.ExperimentSummary{Name: r.Name, URI: r.URI, RowCount: r.RowCount, FragmentCount: r.FragmentCount,
 		LastUpdated: r.LastUpdated, PendingWALGenerations: r.PendingWALGenerations, TotalCompactions: r.TotalCompactions,
-		ScannedAt: r.ScannedAt}
+		ScannedAt: r.ScannedAt, OldestPendingWALMs: r.OldestPendingWAL}
 	if r.LastCompaction != NoCompaction {
 		lc := r.LastCompaction
 		s.LastCompaction = &lc
@@ -364,8 +364,8 @@ func (m *Master) observeErr(name string, err error) error {
 	return err
 }
 
-// refreshAndAnswer observes the experiment and writes its row, waiting at most
-// STATS_WRITER_WAIT_MS for the stats writer; the answer says whether it was written.
+// refreshAndAnswer observes the experiment and writes its row, spending at most
+// STATS_WRITER_WAIT_MS on the commit; the answer says whether it was written.
 func (m *Master) refreshAndAnswer(w http.ResponseWriter, r *http.Request, name string) {
 	res, err := m.scanner.RefreshOne(r.Context(), name, m.set.StatsWriterWait, nil)
 	if err != nil {

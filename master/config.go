@@ -25,9 +25,10 @@ type Settings struct {
 	// StatsRefreshInterval: every master reloads the stats snapshot from the latest
 	// version this often (STATS_REFRESH_INTERVAL_SECS, 10; 0 off).
 	StatsRefreshInterval time.Duration
-	// StatsWriterWait bounds the wait for the stats-writer lock of the optional stats
-	// refreshes (after a compaction, ?fresh=true, rescan); on timeout they are skipped
-	// (STATS_WRITER_WAIT_MS, 2000).
+	// StatsWriterWait bounds the _stats commit of the optional stats refreshes (after a
+	// compaction, ?fresh=true, rescan), after their observation: the conditional commit,
+	// its reloads and its retries on conflict; past it the row is not written and the
+	// next scan round writes it (STATS_WRITER_WAIT_MS, 2000; the name is the reference's).
 	StatsWriterWait time.Duration
 
 	// StatsMaintenanceEveryNScans: maintenance of _stats on the first scan round of a
@@ -168,7 +169,7 @@ func SettingsEnv() []EnvVar {
 		n("SCAN_CONCURRENCY", "experiments observed at once by a scan round", func(s *Settings) *int { return &s.ScanConcurrency }),
 		d("OBSERVE_TIMEOUT_SECS", "secs", "deadline of the observation of one experiment", func(s *Settings) *time.Duration { return &s.ObserveTimeout }),
 		d("STATS_REFRESH_INTERVAL_SECS", "secs", "seconds between reloads of the stats snapshot from the latest _stats version; 0 disables", func(s *Settings) *time.Duration { return &s.StatsRefreshInterval }),
-		d("STATS_WRITER_WAIT_MS", "ms", "longest wait for the stats-writer lock of an optional refresh (after compaction, ?fresh=true); skipped on timeout", func(s *Settings) *time.Duration { return &s.StatsWriterWait }),
+		d("STATS_WRITER_WAIT_MS", "ms", "longest time an optional stats refresh (after compaction, ?fresh=true) spends on its _stats commit; not written past it", func(s *Settings) *time.Duration { return &s.StatsWriterWait }),
 		n("STATS_MAINTENANCE_EVERY_N_SCANS", "maintain _stats on a leader's first scan round and every N rounds; 0 disables", func(s *Settings) *int { return &s.StatsMaintenanceEveryNScans }),
 		d("STATS_HISTORY_TTL_SECS", "secs", "_stats versions younger than this are kept by maintenance", func(s *Settings) *time.Duration { return &s.StatsHistoryTTL }),
 		n("STATS_MAINTENANCE_MAX_OBJECTS", "objects one _stats maintenance pass deletes at most; later passes continue", func(s *Settings) *int { return &s.StatsMaintenanceMaxObjects }),

@@ -1,8 +1,8 @@
 // Package master is the control plane: the stats scan, the merge and compaction sweeps,
 // version-cleanup planning, the task executor, _stats maintenance and the admin API.
-// Nothing here holds a lock across object-store I/O (except the one stats commit a scan
-// round makes); readers use immutable snapshots; every pass has a deadline and an object
-// budget; every loop exports its last success and its consecutive failures.
+// Nothing here holds a lock across object-store I/O (_stats writes are conditional
+// commits, not locked ones); readers use immutable snapshots; every pass has a deadline
+// and an object budget; every loop exports its last success and its consecutive failures.
 //
 // # Roles
 //
@@ -15,9 +15,9 @@
 //
 //   - stats_scan: observe every registered experiment (manifests only, bounded
 //     concurrency, a deadline each) and write the round as ONE _stats version (an
-//     Overwrite), taking the fleet-wide stats-writer lock only around that commit; on
-//     the term's first round and every STATS_MAINTENANCE_EVERY_N_SCANS rounds it
-//     enqueues a stats_maintenance task;
+//     Overwrite), a conditional commit on the version it read (on conflict it reloads,
+//     carries the compaction counters over and retries); on the term's first round and
+//     every STATS_MAINTENANCE_EVERY_N_SCANS rounds it enqueues a stats_maintenance task;
 //   - merge_wal_sweep, compaction_sweep: enqueue merge_wal / compact for the snapshot's
 //     worst experiments (pending generations >= MERGE_WAL_MIN_GENERATIONS, fragments >=
 //     MIN_FRAGMENTS), at most SWEEP_MAX_NEW_TASKS new tasks a pass (deduplicated ones
@@ -30,9 +30,9 @@
 //
 // merge_wal merges every shard's sealed WAL generations into the base table with
 // wal.MergeShard (no rows pass through the master); compact rewrites small fragments,
-// then refreshes the experiment's stats row waiting at most STATS_WRITER_WAIT_MS for the
-// writer lock (skipped on timeout: the compaction is committed and the next round
-// refreshes the row); cleanup removes old versions (CLEANUP_MAX_OBJECTS,
+// then refreshes the experiment's stats row with a conditional commit bounded by
+// STATS_WRITER_WAIT_MS (not written past it: the compaction is committed and the next
+// round refreshes the row); cleanup removes old versions (CLEANUP_MAX_OBJECTS,
 // MAINTENANCE_TIMEOUT_SECS); stats_maintenance compacts _stats and removes its versions
 // older than STATS_HISTORY_TTL_SECS, bounded by MAINTENANCE_TIMEOUT_SECS and
 // STATS_MAINTENANCE_MAX_OBJECTS, holding no lock at all. "optimize" is the chain
@@ -45,7 +45,8 @@
 // The reference system's incident (../shared/seeds): an untimed first maintenance pass
 // held the stats mutex and the stats-writer lock across ~71k deletes; compactions waited
 // on the lock forever and the sweeps on the mutex, for 36 minutes, silently. Here readers
-// and sweeps never take a lock, maintenance takes none, the one lock a refresh may wait
-// for is waited on for a bounded time, and /api/v1/health names any loop that has not
-// succeeded within three intervals.
+// and sweeps never take a lock, maintenance takes none, _stats writers take none either
+// (each commit lands on the version it read or not at all, so a stale writer cannot
+// overwrite a newer one), and /api/v1/health names any loop that has not succeeded
+// within three intervals.
 package master

@@ -27,9 +27,10 @@ import (
 const (
 	// PlannerRole is the election role whose leader runs the planner loops.
 	PlannerRole = "planner"
-	// StatsWriterLock serializes the writers of _stats across masters: a scan round's
-	// commit and the optional single-row refreshes. Nothing holds it across more than
-	// one commit (and the reload before it).
+	// StatsWriterLock names the etcd lock masters once took around every _stats commit.
+	// No master takes it now: each commit is conditional on the version it read (see
+	// StatsStore), so a holder (a master of an earlier release during a roll, a wedged
+	// process) delays nothing.
 	StatsWriterLock = "stats-writer"
 )
 
@@ -94,7 +95,7 @@ type Config struct {
 // Master is one replica of the control plane. Every master executes tasks and serves
 // the admin API from its in-memory stats snapshot; the one elected planner leader also
 // runs the stats scan and the sweeps. Nothing it does holds a lock across object-store
-// I/O except the one stats commit a scan round makes.
+// I/O: even the stats commits are conditional writes, not locked ones.
 type Master struct {
 	cfg      Config
 	set      Settings
@@ -194,7 +195,6 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 	m.scanner = NewScanner(cfg.Data, m.registry, m.stats, m.log, m.reg)
 	m.scanner.SetURIBase(canonicalDataURI(cfg.DataURI))
 	m.scanner.SetLimits(set.ScanConcurrency, set.ObserveTimeout)
-	m.scanner.SetWriterLock(m.statsWriterLock)
 	m.maint = NewStatsMaintainer(m.stats, m.log, m.reg)
 	m.maint.SetStateStore(&etcdState{c: cfg.Coord})
 	m.walMet = cfg.WALMetrics
@@ -399,29 +399,6 @@ func (m *Master) Close(ctx context.Context) error {
 	}
 	m.log.Info("master: stopped")
 	return nil
-}
-
-// statsWriterLock backs the scanner's WriterLock with the etcd lock.
-func (m *Master) statsWriterLock(ctx context.Context, wait time.Duration) (func(), error) {
-	var (
-		l   *coord.Lock
-		err error
-	)
-	if wait < 0 {
-		l, err = m.coord.Lock(ctx, StatsWriterLock)
-	} else {
-		l, err = m.coord.TryLock(ctx, StatsWriterLock, wait)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return func() {
-		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := l.Unlock(uctx); err != nil && !errors.Is(err, coord.ErrNotOwner) {
-			m.log.Warn("master: stats-writer unlock", "err", err)
-		}
-	}, nil
 }
 
 // candidate is what a master campaigns with: Leader and the cluster view read it.

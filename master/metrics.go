@@ -62,9 +62,9 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 			Help:    "Phases of compact tasks: compact (rewrite and commit) and stats_refresh (bounded by STATS_WRITER_WAIT_MS plus one observation).",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 600}}, []string{"phase"}),
 		statsRefresh: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_compaction_stats_refresh_total",
-			Help: "Stats refreshes after compactions by outcome: persisted, writer_busy (skipped after STATS_WRITER_WAIT_MS), skipped (other error)."}, []string{"outcome"}),
+			Help: "Stats refreshes after compactions by outcome: persisted, conflict (not written: lost races to other _stats writers until the retries or STATS_WRITER_WAIT_MS ran out), skipped (other error or the deadline)."}, []string{"outcome"}),
 		statsRefreshWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "master_compaction_stats_refresh_wait_seconds",
-			Help:    "Wait of post-compaction stats refreshes for the stats-writer lock (never above STATS_WRITER_WAIT_MS).",
+			Help:    "Time post-compaction stats refreshes spent on their conditional _stats commit after the observation (reload, write, retries on conflict); bounded by STATS_WRITER_WAIT_MS.",
 			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5}}),
 		cleanupObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_cleanup_objects_deleted_total",
 			Help: "Objects deleted by dataset version-cleanup tasks on this master."}),
@@ -91,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 	for _, s := range []string{"claiming", "running"} {
 		x.poolInUse.WithLabelValues(s)
 	}
-	for _, o := range []string{"persisted", "writer_busy", "skipped"} {
+	for _, o := range []string{"persisted", "conflict", "skipped"} {
 		x.statsRefresh.WithLabelValues(o)
 	}
 	if reg != nil {

@@ -3,11 +3,13 @@ package master
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/internal/oracle"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/wal"
@@ -111,5 +113,36 @@ func TestMergeTaskTakesTheMergeLock(t *testing.T) {
 	ds, err := lance.OpenStore(ctx, st)
 	if err != nil || ds.CountRows() != 2 {
 		t.Fatalf("the new incarnation after the stale merge: %v rows, %v", ds.CountRows(), err)
+	}
+}
+
+// TestAgeTriggerMergesATailNobodyWrites: generations of a worker that is gone, fewer
+// than MERGE_WAL_MIN_GENERATIONS, reach the base table (what LanceDB reads) once the
+// oldest is MERGE_WAL_MAX_AGE_SECS old, without anyone asking.
+func TestAgeTriggerMergesATailNobodyWrites(t *testing.T) {
+	dir := t.TempDir()
+	data, err := objstore.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, data)
+	set := fastSettings()
+	set.MergeWALMinGenerations = 100 // far above the tail
+	set.MergeWALMaxAge = time.Second
+	set.CompactionInterval, set.CleanupInterval = 0, 0
+	createExperiment(t, data, "tail", 1, 5)
+	addGenerations(t, data, "tail", "gone-worker", 2, 3)
+	c.start(set, nil)
+	entry, err := c.reg.Get(context.Background(), "tail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the tail to be merged", func() bool {
+		ds, err := lance.OpenStore(context.Background(), objstore.Prefixed(data, entry.Dataset))
+		return err == nil && ds.CountRows() == 11
+	})
+	n, err := oracle.New(t).Count(filepath.Join(dir, entry.Dataset), "", 0)
+	if err != nil || n != 11 {
+		t.Fatalf("LanceDB counts %d rows (%v), want 11", n, err)
 	}
 }

@@ -202,10 +202,22 @@ func (m *Master) enqueueSweep(ctx context.Context, sweep, kind string, cands []c
 }
 
 // mergeSweep enqueues merge_wal for experiments with at least MERGE_WAL_MIN_GENERATIONS
-// pending generations, worst first. It reads the snapshot only.
+// pending generations, and for those whose oldest pending generation is older than
+// MERGE_WAL_MAX_AGE_SECS however few they have (the tail of an experiment whose writes
+// stopped, or the shard of a worker that is gone), worst first. It reads the snapshot
+// only.
 func (m *Master) mergeSweep(ctx context.Context) error {
-	cands := pickCandidates(m.stats.Snapshot().Rows, int64(m.set.MergeWALMinGenerations),
-		func(r ExperimentStats) int64 { return r.PendingWALGenerations })
+	now := time.Now().UnixMilli()
+	minGens, maxAge := int64(m.set.MergeWALMinGenerations), m.set.MergeWALMaxAge.Milliseconds()
+	cands := pickCandidates(m.stats.Snapshot().Rows, 1, func(r ExperimentStats) int64 {
+		switch {
+		case r.PendingWALGenerations >= minGens:
+			return r.PendingWALGenerations
+		case maxAge > 0 && r.PendingWALGenerations > 0 && r.OldestPendingWAL > 0 && now-r.OldestPendingWAL >= maxAge:
+			return r.PendingWALGenerations
+		}
+		return 0
+	})
 	res, err := m.enqueueSweep(ctx, LoopMergeWALSweep, KindMergeWAL, cands)
 	m.met.mergeSweepDeduped.Set(float64(res.deduped))
 	return err

@@ -17,14 +17,6 @@ import (
 	"github.com/lancectx/lancectx/wal"
 )
 
-// WriterLock takes the fleet-wide stats-writer lock, waiting at most wait (a negative
-// wait: as long as ctx allows), and returns its release. The master backs it with
-// coord.TryLock("stats-writer"); a nil WriterLock means this process is the only writer.
-type WriterLock func(ctx context.Context, wait time.Duration) (release func(), err error)
-
-// ErrWriterBusy is returned (wrapped) when the stats-writer lock was not obtained in time.
-var ErrWriterBusy = errors.New("master: stats writer busy")
-
 // Scanner observes every registered experiment and writes one stats round.
 type Scanner struct {
 	data           objstore.Store // the data directory
@@ -37,7 +29,6 @@ type Scanner struct {
 	now            func() time.Time
 	// uriBase is the data directory URI; rows carry {uriBase}/{dataset dir}.
 	uriBase string
-	lock    WriterLock
 }
 
 type scanMetrics struct {
@@ -51,7 +42,7 @@ type scanMetrics struct {
 	pendingMax  prometheus.Gauge
 	overCap     prometheus.Gauge
 	over1k      prometheus.Gauge
-	lockWait    prometheus.Histogram
+	conflicts   *prometheus.CounterVec
 }
 
 func newScanMetrics(reg prometheus.Registerer) *scanMetrics {
@@ -69,13 +60,16 @@ func newScanMetrics(reg prometheus.Registerer) *scanMetrics {
 			Help: "Experiments with more than 4096 pending WAL generations (reads of them are refused)."}),
 		over1k: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_stores_pending_over_1k",
 			Help: "Experiments with more than 1000 pending WAL generations."}),
-		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "master_scan_writer_lock_wait_seconds",
-			Help:    "Wait of a scan round for the stats-writer lock, taken only around its one commit.",
-			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60}}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_stats_commit_conflicts_total",
+			Help: "Conditional _stats commits by this master that lost to another writer's commit and were rebuilt on the latest version (writer: round or refresh). Nothing was overwritten; a steady rate means writers contend."},
+			[]string{"writer"}),
+	}
+	for _, w := range []string{"round", "refresh"} {
+		m.conflicts.WithLabelValues(w)
 	}
 	if reg != nil {
 		reg.MustRegister(m.duration, m.observed, m.failed, m.experiments, m.rows, m.fragments, m.pendingSum, m.pendingMax,
-			m.overCap, m.over1k, m.lockWait)
+			m.overCap, m.over1k, m.conflicts)
 	}
 	return m
 }
@@ -88,9 +82,6 @@ func NewScanner(data objstore.Store, reg *registry.Registry, stats *StatsStore, 
 	return &Scanner{data: data, reg: reg, stats: stats, log: log, concurrency: 8, observeTimeout: 30 * time.Second,
 		metrics: newScanMetrics(mreg), now: time.Now}
 }
-
-// SetWriterLock makes every commit to the stats table take lock first.
-func (s *Scanner) SetWriterLock(lock WriterLock) { s.lock = lock }
 
 // SetURIBase sets the data directory URI the rows' uri column starts with.
 func (s *Scanner) SetURIBase(uri string) { s.uriBase = strings.TrimRight(uri, "/") }
@@ -132,6 +123,9 @@ func (s *Scanner) Observe(ctx context.Context, name string, prev ExperimentStats
 	row.FragmentCount = int64(len(ds.Fragments()))
 	row.LastUpdated = ds.Timestamp().UnixMilli()
 	row.PendingWALGenerations = int64(p.Generations)
+	if !p.Oldest.IsZero() {
+		row.OldestPendingWAL = p.Oldest.UnixMilli()
+	}
 	return row, nil
 }
 
@@ -140,13 +134,14 @@ type ScanResult struct {
 	Observed int    `json:"observed"`
 	Failed   int    `json:"failed"`
 	Version  uint64 `json:"version"`
-	// LockWait is how long the round waited for the stats-writer lock.
-	LockWait time.Duration `json:"lock_wait_ns"`
+	// Conflicts counts the round's commits that lost to another writer and were rebuilt
+	// on the latest version.
+	Conflicts int `json:"conflicts"`
 }
 
 // Scan observes every registered experiment (bounded concurrency, a deadline per
-// observation, no lock held) and writes the round as one stats version, holding the
-// stats-writer lock only around that commit. A failed observation keeps the
+// observation, no lock held) and writes the round as one stats version, a conditional
+// commit on the latest version (see StatsStore). A failed observation keeps the
 // experiment's previous row; experiments no longer registered disappear.
 func (s *Scanner) Scan(ctx context.Context) (ScanResult, error) {
 	start := time.Now()
@@ -192,54 +187,16 @@ func (s *Scanner) Scan(ctx context.Context) (ScanResult, error) {
 		}
 	}
 	res := ScanResult{Observed: len(names) - failed, Failed: failed}
-	res.Version, res.LockWait, err = s.commitRound(ctx, out, failed == 0)
+	c, err := s.stats.commitRound(ctx, out, failed == 0)
+	res.Version, res.Conflicts = c.Version, c.Conflicts
+	s.metrics.conflicts.WithLabelValues("round").Add(float64(c.Conflicts))
 	if err != nil {
 		return res, err
 	}
 	s.record(out, failed, time.Since(start))
 	s.log.Info("stats scan round done", "experiments", len(names), "observed", res.Observed, "failed", failed,
-		"version", res.Version, "lock_wait_seconds", res.LockWait.Seconds(), "seconds", time.Since(start).Seconds())
+		"version", res.Version, "commit_conflicts", res.Conflicts, "seconds", time.Since(start).Seconds())
 	return res, nil
-}
-
-// commitRound writes the round under the writer lock. The latest version is reloaded
-// first (one listing when nothing changed) so that what other masters wrote since the
-// observations began (post-compaction refreshes: last_compaction, total_compactions)
-// is carried over instead of overwritten.
-func (s *Scanner) commitRound(ctx context.Context, rows []ExperimentStats, allowEmpty bool) (uint64, time.Duration, error) {
-	if len(rows) == 0 && !allowEmpty {
-		return s.stats.Snapshot().Version, 0, nil
-	}
-	t0 := time.Now()
-	release, err := s.takeLock(ctx, -1)
-	wait := time.Since(t0)
-	s.metrics.lockWait.Observe(wait.Seconds())
-	if err != nil {
-		return 0, wait, err
-	}
-	defer release()
-	if _, err := s.stats.Reload(ctx); err != nil {
-		return 0, wait, fmt.Errorf("stats scan: reload before commit: %w", err)
-	}
-	latest := s.stats.Snapshot()
-	for i := range rows {
-		if l, ok := latest.Get(rows[i].Name); ok && l.TotalCompactions > rows[i].TotalCompactions {
-			rows[i].LastCompaction, rows[i].TotalCompactions = l.LastCompaction, l.TotalCompactions
-		}
-	}
-	v, err := s.stats.WriteRound(ctx, rows, allowEmpty)
-	return v, wait, err
-}
-
-func (s *Scanner) takeLock(ctx context.Context, wait time.Duration) (func(), error) {
-	if s.lock == nil {
-		return func() {}, nil
-	}
-	release, err := s.lock(ctx, wait)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrWriterBusy, err)
-	}
-	return release, nil
 }
 
 func (s *Scanner) record(rows []ExperimentStats, failed int, d time.Duration) {
@@ -272,27 +229,29 @@ func (s *Scanner) record(rows []ExperimentStats, failed int, d time.Duration) {
 
 // RefreshResult reports a single-experiment refresh.
 type RefreshResult struct {
-	// Row is what was observed (with the mutation applied).
+	// Row is what was observed (with the mutation applied), as stored when Persisted.
 	Row ExperimentStats `json:"row"`
 	// Persisted tells whether the row was written to the stats table; when false,
-	// Skipped says why (the writer was busy past the wait, or the write failed).
+	// Skipped says why (the commit's deadline, a storage error, or lost races).
 	Persisted bool   `json:"persisted"`
 	Skipped   string `json:"skipped,omitempty"`
-	// WriterBusy: skipped because the stats-writer lock stayed taken for the whole wait.
-	WriterBusy bool `json:"writer_busy,omitempty"`
-	// LockWait is how long the refresh waited for the stats writer.
-	LockWait time.Duration `json:"lock_wait_ns"`
-	Version  uint64        `json:"version,omitempty"`
+	// Conflicts counts the commits that lost to another writer and were rebuilt on the
+	// latest version (a refresh that is not persisted after one lost to contention).
+	Conflicts int `json:"conflicts,omitempty"`
+	// Commit is how long the conditional commit took after the observation: reading the
+	// latest version, writing, and any retries (never much above the refresh's wait).
+	Commit  time.Duration `json:"commit_ns"`
+	Version uint64        `json:"version,omitempty"`
 }
 
-// RefreshOne observes one experiment (no lock held) and upserts its row, waiting at
-// most wait for the stats writer and spending at most wait again on the locked write
-// (reload and upsert): on timeout the row is not written and the result says so
-// (after a compaction the work is already committed, and the next scan round
-// refreshes the row), so a wedged writer or a sick store never pins the caller for
-// longer than the observation plus twice wait. mutate, if set, adjusts the row from
-// the latest stored one (prev, ok) before it is written. Only the observation failing
-// is an error.
+// RefreshOne observes one experiment and upserts its row as a conditional commit on
+// the latest version, spending at most wait on that commit (reloads and retries on
+// conflict included): past it the row is not written and the result says so (after a
+// compaction the work is already committed, and the next scan round refreshes the row),
+// so a sick store never pins the caller for longer than the observation plus wait. No
+// lock is taken. mutate, if set, adjusts the row from the latest stored one (prev, ok)
+// before it is written; after a lost race it runs again on the newer stored row, so its
+// effect counts once. Only the observation failing is an error.
 func (s *Scanner) RefreshOne(ctx context.Context, name string, wait time.Duration, mutate func(row *ExperimentStats, prev ExperimentStats, ok bool)) (RefreshResult, error) {
 	prev, have := s.stats.Snapshot().Get(name)
 	row, err := s.Observe(ctx, name, prev, have)
@@ -300,36 +259,32 @@ func (s *Scanner) RefreshOne(ctx context.Context, name string, wait time.Duratio
 		return RefreshResult{}, err
 	}
 	res := RefreshResult{Row: row}
-	t0 := time.Now()
-	release, err := s.takeLock(ctx, wait)
-	res.LockWait = time.Since(t0)
-	if err != nil {
-		if mutate != nil {
-			mutate(&res.Row, prev, have)
-		}
-		res.Skipped, res.WriterBusy = err.Error(), true
-		return res, nil
-	}
-	defer release()
-	ctx, cancel := context.WithTimeout(ctx, max(wait, time.Second))
-	defer cancel()
-	// Under the lock: the latest stored row is the one to build on.
-	if _, rerr := s.stats.Reload(ctx); rerr == nil {
-		prev, have = s.stats.Snapshot().Get(name)
-		if have {
-			row.LastCompaction, row.TotalCompactions = prev.LastCompaction, prev.TotalCompactions
-		}
-	}
 	if mutate != nil {
-		mutate(&row, prev, have)
+		mutate(&res.Row, prev, have) // what the answer shows if the commit fails
 	}
-	res.Row = row
-	v, err := s.stats.Upsert(ctx, row)
+	// The commit's I/O ends at 9/10 of wait: an operation cut at its deadline takes a
+	// moment to return, and the bound is on the caller's wait, not on the I/O.
+	cctx, cancel := context.WithTimeout(ctx, wait*9/10)
+	defer cancel()
+	t0 := time.Now()
+	c, err := s.stats.update(cctx, name, func(cur ExperimentStats, ok bool) ExperimentStats {
+		r := row
+		if ok {
+			r = carryOver(row, cur)
+		}
+		if mutate != nil {
+			mutate(&r, cur, ok)
+		}
+		res.Row = r
+		return r
+	})
+	res.Commit, res.Conflicts = time.Since(t0), c.Conflicts
+	s.metrics.conflicts.WithLabelValues("refresh").Add(float64(c.Conflicts))
 	if err != nil {
 		res.Skipped = err.Error()
 		return res, nil
 	}
-	res.Persisted, res.Version = true, v
+	res.Persisted, res.Version = true, c.Version
 	return res, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,10 @@ type ExperimentStats struct {
 	TotalCompactions      int64  `json:"total_compactions"`
 	ScannedAt             int64  `json:"scanned_at"` // ms
 	Version               int64  `json:"version"`    // base version at the last full observation
+	// OldestPendingWAL is when the oldest pending WAL generation was sealed (unix ms; 0:
+	// none pending): the merge age trigger reads it. Tables written before the column
+	// existed read it as 0.
+	OldestPendingWAL int64 `json:"oldest_pending_wal"`
 }
 
 // statsSchema: every field non-null, as the reference's _stats table.
@@ -54,6 +59,8 @@ var statsSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "total_compactions", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "scanned_at", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "version", Type: arrow.PrimitiveTypes.Int64},
+	// Not in the reference's table; last, so the reference's columns keep their places.
+	{Name: "oldest_pending_wal", Type: arrow.PrimitiveTypes.Int64},
 }, nil)
 
 // StatsSnapshot is an immutable view of the stats table at one version. Readers take it
@@ -116,16 +123,35 @@ func (s *StatsSnapshot) Get(name string) (ExperimentStats, bool) {
 
 // StatsStore owns the stats table. Reads go to an in-memory snapshot (an atomic pointer),
 // so no reader ever waits on a writer, a scan or maintenance. Writes are one Lance
-// version each: a whole round is one Overwrite, whatever the number of experiments.
+// version each (a whole round is one Overwrite, whatever the number of experiments), and
+// each is a conditional commit on the version it was built from: it lands as the next
+// version or commits nothing. No lock orders the writers, in this process or across
+// masters (a lock held across storage I/O is what stalled the reference system's
+// control plane, and a holder that lost it could still commit); a writer that loses the
+// race rebuilds its rows on the latest version, carrying the compaction counters over,
+// and tries again within its deadline.
 type StatsStore struct {
 	st   objstore.Store // rooted at the stats dataset directory
 	snap atomic.Pointer[StatsSnapshot]
-	// writer admits one writer at a time in this process; waiting is bounded by the
-	// caller's context (the post-compaction refresh uses a short deadline and skips).
-	writer chan struct{}
 	// synced is when the snapshot was last known to match storage (unix nanos; 0: never,
 	// e.g. the first load has not succeeded yet).
 	synced atomic.Int64
+	// attempts bounds the conditional commits of one write (0: statsCommitAttempts).
+	attempts int
+}
+
+// statsCommitAttempts bounds the conditional commits of one write. Writers are few (the
+// leader's round, post-compaction and on-demand refreshes), so losing this many races in
+// a row means a storm; the caller gives up and the next round writes the rows.
+const statsCommitAttempts = 8
+
+// CommitResult reports a conditional write of the stats table.
+type CommitResult struct {
+	// Version is the version the write landed as.
+	Version uint64
+	// Conflicts counts the attempts that found another commit ahead of the version they
+	// were built on (and were rebuilt on the latest one).
+	Conflicts int
 }
 
 // OpenStats opens the stats table in st (rooted at its dataset directory) and loads the
@@ -142,7 +168,7 @@ func OpenStats(ctx context.Context, st objstore.Store) (*StatsStore, error) {
 // a master must answer even when storage is slow, so it loads with Reload in the
 // background (Synced tells whether a load has succeeded).
 func NewStatsStore(st objstore.Store) *StatsStore {
-	s := &StatsStore{st: st, writer: make(chan struct{}, 1)}
+	s := &StatsStore{st: st}
 	s.snap.Store(newSnapshot(0, nil))
 	return s
 }
@@ -199,111 +225,218 @@ func (s *StatsStore) publish(snap *StatsSnapshot) {
 	}
 }
 
-func (s *StatsStore) acquire(ctx context.Context) error {
-	select {
-	case s.writer <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stats: writer busy: %w", ctx.Err())
-	}
-}
-
-func (s *StatsStore) release() { <-s.writer }
-
-// WriteRound replaces the table with rows in one version. An empty round is refused
-// unless allowEmpty: a scan whose every observation failed must not wipe the table.
-func (s *StatsStore) WriteRound(ctx context.Context, rows []ExperimentStats, allowEmpty bool) (uint64, error) {
-	if len(rows) == 0 && !allowEmpty {
-		return s.Snapshot().Version, nil
-	}
-	if err := s.acquire(ctx); err != nil {
-		return 0, err
-	}
-	defer s.release()
-	rec, err := statsBatch(rows)
-	if err != nil {
-		return 0, err
-	}
-	rdr, err := array.NewRecordReader(statsSchema, []arrow.RecordBatch{rec})
-	rec.Release()
-	if err != nil {
-		return 0, err
-	}
-	defer rdr.Release()
-	ds, err := lance.WriteStore(ctx, s.st, rdr, lance.WriteOptions{Mode: lance.ModeOverwrite})
-	if err != nil {
-		return 0, fmt.Errorf("stats: write round: %w", err)
-	}
-	s.publish(newSnapshot(ds.Version(), append([]ExperimentStats(nil), rows...)))
-	s.markSynced()
-	return ds.Version(), nil
-}
-
-// Upsert replaces (or adds) one row in one version (a merge-insert by name). Callers
-// bound the wait for the writer with ctx and skip on timeout: the next scan round
-// refreshes the row anyway.
-func (s *StatsStore) Upsert(ctx context.Context, row ExperimentStats) (uint64, error) {
-	if err := s.acquire(ctx); err != nil {
-		return 0, err
-	}
-	defer s.release()
+// latest opens the latest version and returns it with its rows: the snapshot when it is
+// that version (one listing), otherwise read from storage and published. ds is nil when
+// the table does not exist yet (the rows are then empty, at version 0).
+func (s *StatsStore) latest(ctx context.Context) (*lance.Dataset, *StatsSnapshot, error) {
 	ds, err := lance.OpenStore(ctx, s.st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
-		// No scan round has written the table yet: this row starts it. A round that
-		// wins the creation race makes this fail; the caller skips, the round has it.
-		return s.create(ctx, row)
+		s.markSynced()
+		return nil, newSnapshot(0, nil), nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("stats: open: %w", err)
+		return nil, nil, fmt.Errorf("stats: open: %w", err)
 	}
-	rec, err := statsBatch([]ExperimentStats{row})
+	if cur := s.Snapshot(); cur.Version == ds.Version() {
+		s.markSynced()
+		return ds, cur, nil
+	}
+	rows, err := readStats(ctx, ds)
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	rdr, err := array.NewRecordReader(statsSchema, []arrow.RecordBatch{rec})
-	rec.Release()
-	if err != nil {
-		return 0, err
-	}
-	defer rdr.Release()
-	out, _, err := ds.MergeInsert(ctx, "name", rdr, lance.WriteOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("stats: upsert %s: %w", row.Name, err)
-	}
-	// Publish from memory: the previous snapshot plus the row, at the new version.
-	prev := s.Snapshot()
-	rows := append([]ExperimentStats(nil), prev.Rows...)
-	if i, ok := prev.byName[row.Name]; ok {
-		rows[i] = row
-	} else {
-		rows = append(rows, row)
-	}
-	if prev.Version+1 == out.Version() {
-		s.publish(newSnapshot(out.Version(), rows))
-	} else if _, err := s.Reload(ctx); err != nil { // someone else wrote in between
-		return out.Version(), err
-	}
-	return out.Version(), nil
+	snap := newSnapshot(ds.Version(), rows)
+	s.publish(snap)
+	s.markSynced()
+	return ds, snap, nil
 }
 
-// create writes the first version of the table with one row; the caller holds the writer.
-func (s *StatsStore) create(ctx context.Context, row ExperimentStats) (uint64, error) {
-	rec, err := statsBatch([]ExperimentStats{row})
-	if err != nil {
-		return 0, err
+// statsWrite builds the rows of the next version from the latest one (cur, read from ds;
+// ds nil: no table yet) and commits them conditionally on ds, returning the version it
+// committed and the whole table's rows at that version.
+type statsWrite func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error)
+
+// commit runs write on the latest version until it lands, at most s.attempts times. A
+// lost race (lance.ErrConflict: another commit is ahead of the version write built on;
+// lance.ErrDatasetExists: another writer created the table first) committed nothing, so
+// it is retried after a short jittered pause; any other error is returned as is. Every
+// wait is bounded by ctx.
+func (s *StatsStore) commit(ctx context.Context, write statsWrite) (CommitResult, error) {
+	var res CommitResult
+	attempts := s.attempts
+	if attempts <= 0 {
+		attempts = statsCommitAttempts
 	}
-	rdr, err := array.NewRecordReader(statsSchema, []arrow.RecordBatch{rec})
-	rec.Release()
+	for n := 1; ; n++ {
+		t0 := time.Now()
+		ds, cur, err := s.latest(ctx)
+		if err != nil {
+			return res, err
+		}
+		out, rows, err := write(ctx, ds, cur)
+		if err == nil {
+			s.publish(newSnapshot(out.Version(), rows))
+			s.markSynced()
+			res.Version = out.Version()
+			return res, nil
+		}
+		if !errors.Is(err, lance.ErrConflict) && !errors.Is(err, lance.ErrDatasetExists) {
+			return res, err
+		}
+		res.Conflicts++
+		if n >= attempts {
+			return res, fmt.Errorf("stats: %d conditional commits in a row lost to other writers: %w", n, err)
+		}
+		pause := commitBackoff(n)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < pause+time.Since(t0) {
+			// Another attempt, as long as this one, would end at the deadline: give up
+			// now rather than start I/O that is bound to be cut.
+			return res, fmt.Errorf("stats: no time left to retry a commit that lost to another writer: %w", err)
+		}
+		if !sleepCtx(ctx, pause) {
+			return res, fmt.Errorf("stats: retrying a commit that lost to another writer: %w (after: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// commitBackoff is the pause after the n-th lost race: 10 ms doubling up to 320 ms, each
+// drawn uniformly from its upper half, so writers that collided do not collide again in
+// lockstep.
+func commitBackoff(n int) time.Duration {
+	d := 10 * time.Millisecond << min(n-1, 5)
+	return d/2 + rand.N(d/2+1)
+}
+
+// WriteRound replaces the table with rows in one version (see commitRound) and returns it.
+func (s *StatsStore) WriteRound(ctx context.Context, rows []ExperimentStats, allowEmpty bool) (uint64, error) {
+	res, err := s.commitRound(ctx, rows, allowEmpty)
+	return res.Version, err
+}
+
+// commitRound writes rows as the whole table in one version, conditional on the latest
+// version it read. Each row is merged with the stored one (carryOver), so a refresh that
+// landed after the round observed is never undone: its compaction counters survive.
+// Stored rows of experiments missing from rows disappear. An empty round is refused
+// unless allowEmpty: a scan whose every observation failed must not wipe the table.
+func (s *StatsStore) commitRound(ctx context.Context, rows []ExperimentStats, allowEmpty bool) (CommitResult, error) {
+	if len(rows) == 0 && !allowEmpty {
+		return CommitResult{Version: s.Snapshot().Version}, nil
+	}
+	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+		out := make([]ExperimentStats, len(rows))
+		for i, r := range rows {
+			if c, ok := cur.Get(r.Name); ok {
+				r = carryOver(r, c)
+			}
+			out[i] = r
+		}
+		next, err := s.overwrite(ctx, ds, out)
+		return next, out, err
+	})
+}
+
+// Upsert stores row (by name) in one version, merged with the stored row (carryOver), and
+// returns the version. The write is bounded by ctx.
+func (s *StatsStore) Upsert(ctx context.Context, row ExperimentStats) (uint64, error) {
+	res, err := s.update(ctx, row.Name, func(cur ExperimentStats, ok bool) ExperimentStats {
+		if ok {
+			return carryOver(row, cur)
+		}
+		return row
+	})
+	return res.Version, err
+}
+
+// update stores one row in one version, conditional on the latest version: build gets
+// that version's row of name (ok: there is one) and returns the row to store. After a
+// lost race it is called again with the newer stored row, so what it derives from the
+// stored row (a compaction count plus one) counts exactly once.
+func (s *StatsStore) update(ctx context.Context, name string, build func(cur ExperimentStats, ok bool) ExperimentStats) (CommitResult, error) {
+	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+		c, ok := cur.Get(name)
+		row := build(c, ok)
+		row.Name = name
+		rows := append(make([]ExperimentStats, 0, len(cur.Rows)+1), cur.Rows...)
+		if i, ok := cur.byName[name]; ok {
+			rows[i] = row
+		} else {
+			rows = append(rows, row)
+		}
+		if ds == nil || !hasStatsColumns(ds) {
+			// No table yet, or one written before a column existed (a merge-insert
+			// cannot add it): write the whole table, which also brings the schema up.
+			next, err := s.overwrite(ctx, ds, rows)
+			return next, rows, err
+		}
+		rdr, err := statsReader([]ExperimentStats{row})
+		if err != nil {
+			return nil, nil, err
+		}
+		defer rdr.Release()
+		next, _, err := ds.MergeInsert(ctx, "name", rdr, lance.WriteOptions{ExpectVersion: ds.Version()})
+		if err != nil {
+			return nil, nil, fmt.Errorf("stats: upsert %s on version %d: %w", name, ds.Version(), err)
+		}
+		return next, rows, nil
+	})
+}
+
+// overwrite writes rows as the whole table, conditionally on ds (nil: creates the table,
+// failing with lance.ErrDatasetExists if another writer created it first).
+func (s *StatsStore) overwrite(ctx context.Context, ds *lance.Dataset, rows []ExperimentStats) (*lance.Dataset, error) {
+	rdr, err := statsReader(rows)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer rdr.Release()
-	ds, err := lance.WriteStore(ctx, s.st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
-	if err != nil {
-		return 0, fmt.Errorf("stats: create with %s: %w", row.Name, err)
+	opts, on := lance.WriteOptions{Mode: lance.ModeCreate}, uint64(0)
+	if ds != nil {
+		on = ds.Version()
+		opts = lance.WriteOptions{Mode: lance.ModeOverwrite, ExpectVersion: on}
 	}
-	s.publish(newSnapshot(ds.Version(), []ExperimentStats{row}))
-	return ds.Version(), nil
+	next, err := lance.WriteStore(ctx, s.st, rdr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("stats: write %d rows on version %d: %w", len(rows), on, err)
+	}
+	return next, nil
+}
+
+// carryOver returns the row to store for obs, an observation of an experiment whose
+// latest stored row is cur: the newer observation of the two (by ScannedAt), with the
+// compaction counters of whichever counted more compactions. A round that observed
+// before a post-compaction refresh landed keeps the refresh's counters (and its newer
+// observation); a refresh built on a round keeps the round's.
+func carryOver(obs, cur ExperimentStats) ExperimentStats {
+	out := obs
+	if cur.ScannedAt > obs.ScannedAt {
+		out = cur
+	}
+	from := obs
+	if cur.TotalCompactions > obs.TotalCompactions {
+		from = cur
+	}
+	out.LastCompaction, out.TotalCompactions = from.LastCompaction, from.TotalCompactions
+	return out
+}
+
+// hasStatsColumns reports whether ds has every column of statsSchema.
+func hasStatsColumns(ds *lance.Dataset) bool {
+	for _, f := range statsSchema.Fields() {
+		if ds.Schema().Field(f.Name) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// statsReader returns rows as a record reader of statsSchema.
+func statsReader(rows []ExperimentStats) (array.RecordReader, error) {
+	rec, err := statsBatch(rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	return array.NewRecordReader(statsSchema, []arrow.RecordBatch{rec})
 }
 
 func statsBatch(rows []ExperimentStats) (arrow.RecordBatch, error) {
@@ -314,7 +447,7 @@ func statsBatch(rows []ExperimentStats) (arrow.RecordBatch, error) {
 		b.Field(0).(*array.StringBuilder).Append(r.Name)
 		b.Field(1).(*array.StringBuilder).Append(r.URI)
 		for i, v := range []int64{r.RowCount, r.FragmentCount, r.LastUpdated, r.PendingWALGenerations,
-			r.LastCompaction, r.TotalCompactions, r.ScannedAt, r.Version} {
+			r.LastCompaction, r.TotalCompactions, r.ScannedAt, r.Version, r.OldestPendingWAL} {
 			b.Field(2 + i).(*array.Int64Builder).Append(v)
 		}
 	}
@@ -356,6 +489,7 @@ func readStats(ctx context.Context, ds *lance.Dataset) ([]ExperimentStats, error
 				LastUpdated: i64(col("last_updated"), i, 0), PendingWALGenerations: i64(col("pending_wal_generations"), i, 0),
 				LastCompaction: i64(col("last_compaction"), i, NoCompaction), TotalCompactions: i64(col("total_compactions"), i, 0),
 				ScannedAt: i64(col("scanned_at"), i, 0), Version: i64(col("version"), i, UnknownVersion),
+				OldestPendingWAL: i64(col("oldest_pending_wal"), i, 0),
 			})
 		}
 		rec.Release()

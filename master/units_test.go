@@ -2,9 +2,7 @@ package master
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -151,11 +149,10 @@ func TestCleanupPlannerVisitsEveryDatasetInTurn(t *testing.T) {
 	}
 }
 
-// TestWedgedWriterNeverPinsACaller: with another process holding stats-writer, a fresh
-// read answers within the bounded wait with the observation and says it was not
-// written; the scan fails (it cannot commit) and /api/v1/health names it after three
-// intervals; the listing keeps answering from the snapshot.
-func TestWedgedWriterNeverPinsACaller(t *testing.T) {
+// TestHeldStatsWriterLockDelaysNothing: another process holds stats-writer (as a master
+// of an earlier release may during a roll). Masters no longer take that lock, so a fresh
+// read writes its observation, scan rounds commit, and health stays ok.
+func TestHeldStatsWriterLockDelaysNothing(t *testing.T) {
 	data := objstore.NewMem()
 	createExperiment(t, data, "exp", 1, 3)
 	c := newCluster(t, data)
@@ -167,37 +164,27 @@ func TestWedgedWriterNeverPinsACaller(t *testing.T) {
 	if _, err := wedge.Lock(context.Background(), StatsWriterLock); err != nil {
 		t.Fatal(err)
 	}
-	set := fastSettings()
-	set.StatsWriterWait = 300 * time.Millisecond
-	m := c.start(set, nil)
-	// The wedge never lets go: a read that waited for the writer would never answer.
-	// It answers (the hang guard only turns a hang into a failure) with the observation,
-	// not persisted because the writer is busy.
+	m := c.start(fastSettings(), nil)
 	var det api.ExperimentDetail
-	resp, err := (&http.Client{Timeout: 60 * time.Second}).Get(m.srv.URL + "/api/v1/experiments/exp?fresh=true")
-	if err != nil {
-		t.Fatalf("a fresh read with a wedged writer did not answer: %v", err)
+	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments/exp?fresh=true", "", &det); st != 200 || det.Persisted == nil ||
+		!*det.Persisted || det.RowCount != 3 {
+		t.Fatalf("fresh read with the lock held elsewhere: %d %+v", st, det)
 	}
-	err = json.NewDecoder(resp.Body).Decode(&det)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 200 || det.Persisted == nil || *det.Persisted || det.RowCount != 3 || !strings.Contains(det.NotPersisted, "busy") {
-		t.Fatalf("fresh read with a wedged writer: %d %+v (%v)", resp.StatusCode, det, err)
-	}
-	var h api.MasterHealthResponse
-	waitFor(t, 10*time.Second, "health to name the stalled scan", func() bool {
-		return httpJSON(t, "GET", m.srv.URL+"/api/v1/health", "", &h) == 503
-	})
-	if len(h.Failing) != 1 || h.Failing[0] != "master."+LoopStatsScan {
-		t.Fatalf("health %+v", h)
-	}
-	for _, ch := range h.Checks {
-		if ch.Name == "master."+LoopStatsScan && !strings.Contains(ch.Message, "stats writer busy") {
-			t.Fatalf("the failing check does not say why: %+v", ch)
+	waitFor(t, 10*time.Second, "a committed scan round", func() bool {
+		for _, h := range m.Loops().Health(time.Now()) {
+			if h.Name == LoopStatsScan && h.LastSuccess != nil {
+				return true
+			}
 		}
+		return false
+	})
+	var h api.MasterHealthResponse
+	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/health", "", &h); st != 200 {
+		t.Fatalf("health with the lock held elsewhere: %d %+v", st, h)
 	}
 	var list api.ExperimentListResponse
-	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments", "", &list); st != 200 {
-		t.Fatalf("listing while the writer is wedged: %d", st)
+	if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments", "", &list); st != 200 || list.Total != 1 {
+		t.Fatalf("listing: %d %+v", st, list)
 	}
 }
 
