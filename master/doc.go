@@ -19,9 +19,9 @@
 //     carries the compaction counters over and retries); on the term's first round and
 //     every STATS_MAINTENANCE_EVERY_N_SCANS rounds it enqueues a stats_maintenance task;
 //   - merge_wal_sweep, compaction_sweep: enqueue merge_wal / compact for the snapshot's
-//     worst experiments (pending generations >= MERGE_WAL_MIN_GENERATIONS, fragments >=
-//     MIN_FRAGMENTS), at most SWEEP_MAX_NEW_TASKS new tasks a pass (deduplicated ones
-//     do not count);
+//     worst experiments (pending generations >= MERGE_WAL_MIN_GENERATIONS or the oldest
+//     one older than MERGE_WAL_MAX_AGE_SECS, fragments >= MIN_FRAGMENTS), at most
+//     SWEEP_MAX_NEW_TASKS new tasks a pass (deduplicated ones do not count);
 //   - cleanup_sweep: walk every dataset from a cursor and enqueue a bounded cleanup task
 //     for those whose version moved;
 //   - the queue's recoverer (requeues tasks whose executor died or overran).
@@ -29,7 +29,8 @@
 // # Tasks
 //
 // merge_wal merges every shard's sealed WAL generations into the base table with
-// wal.MergeShard (no rows pass through the master); compact rewrites small fragments,
+// wal.MergeShard (no rows pass through the master), under the dataset's merge lock
+// (coord.MergeLockName, one try: a worker merging the dataset keeps it); compact rewrites small fragments,
 // then refreshes the experiment's stats row with a conditional commit bounded by
 // STATS_WRITER_WAIT_MS (not written past it: the compaction is committed and the next
 // round refreshes the row); cleanup removes old versions (CLEANUP_MAX_OBJECTS,
@@ -37,8 +38,9 @@
 // older than STATS_HISTORY_TTL_SECS, bounded by MAINTENANCE_TIMEOUT_SECS and
 // STATS_MAINTENANCE_MAX_OBJECTS, holding no lock at all. "optimize" is the chain
 // merge_wal -> compact -> cleanup. Execution is at least once, so every handler is
-// idempotent; a task that overruns its deadline is failed and enqueued again after a
-// backoff.
+// idempotent; a task that overruns its deadline is failed and enqueued again, claimable
+// after a backoff. A task whose store was deleted (or deleted and created again while it
+// ran) ends skipped: no failure, no cooldown.
 //
 // # Why
 //
@@ -48,5 +50,6 @@
 // and sweeps never take a lock, maintenance takes none, _stats writers take none either
 // (each commit lands on the version it read or not at all, so a stale writer cannot
 // overwrite a newer one), and /api/v1/health names any loop that has not succeeded
-// within three intervals.
+// within three intervals, and says so when no master has led the planner for two lease
+// TTLs.
 package master
