@@ -329,7 +329,7 @@ func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (st
 		case KindCompact:
 			detail, err = m.runCompact(ctx, t.Target, rep)
 		default:
-			detail, err = m.runCleanup(ctx, t.Target)
+			detail, err = m.runCleanup(ctx, entry)
 		}
 		var skip *skipError
 		if err != nil && !errors.As(err, &skip) {
@@ -508,13 +508,15 @@ func (m *Master) refreshAfterCompaction(ctx context.Context, target string) Refr
 // runCleanup removes old versions of the dataset and the files only they reference,
 // bounded by CLEANUP_MAX_OBJECTS and MAINTENANCE_TIMEOUT_SECS; the next planned task
 // continues where this one stopped.
-func (m *Master) runCleanup(ctx context.Context, target string) (string, error) {
+func (m *Master) runCleanup(ctx context.Context, entry registry.Entry) (string, error) {
+	target := entry.Name
 	// VerifyExpired: the data and deletion files of the removed versions are proven
 	// garbage by their manifests and go now, as Lance's cleanup does. Without it they
 	// were unverified and waited out UnverifiedAge (7 days): every rewrite of a busy
 	// dataset (merges, compactions) kept a week of garbage (the chaos suite left 1 GB per
 	// dataset after 10 minutes). Files no manifest names (aborted commits) still wait.
-	res, err := lance.Cleanup(ctx, m.datasetStore(target), lance.CleanupOptions{
+	st := m.datasetStore(target)
+	res, err := lance.Cleanup(ctx, st, lance.CleanupOptions{
 		OlderThan:     m.set.CleanupOlderThan,
 		VerifyExpired: true,
 		MaxObjects:    m.set.CleanupMaxObjects,
@@ -528,5 +530,26 @@ func (m *Master) runCleanup(ctx context.Context, target string) (string, error) 
 	if err != nil {
 		return detail, fmt.Errorf("cleanup %s: %w", target, err)
 	}
+	// What a worker still holding a deleted incarnation of the store wrote into this one
+	// (refused, never read) goes too, with what is left of the object budget; a folder
+	// is taken only once foreignShardAge old, so a writer yet to notice is never raced.
+	budget := 0
+	if m.set.CleanupMaxObjects > 0 {
+		if budget = m.set.CleanupMaxObjects - res.ObjectsDeleted; budget <= 0 {
+			return detail, nil
+		}
+	}
+	fs, err := wal.SweepForeignShards(ctx, st, entry.Incarnation, max(m.set.CleanupOlderThan, foreignShardAge), budget)
+	m.met.cleanupObjects.Add(float64(fs.Objects))
+	if fs.Objects > 0 {
+		detail += fmt.Sprintf("; removed %d objects of %d WAL folders of a deleted incarnation", fs.Objects, fs.Shards)
+	}
+	if err != nil {
+		return detail, fmt.Errorf("cleanup %s: %w", target, err)
+	}
 	return detail, nil
 }
+
+// foreignShardAge is how old a WAL folder of a deleted incarnation must be before
+// cleanup removes it: its writer's next append or seal is refused, long before.
+const foreignShardAge = 10 * time.Minute

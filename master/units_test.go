@@ -280,7 +280,11 @@ func TestCleanupTaskDeletesTheFilesOfRemovedVersions(t *testing.T) {
 		t.Fatalf("%d data files after the compaction, want the 6 old and the new one", n)
 	}
 	time.Sleep(10 * time.Millisecond) // age under test: the compaction's version is now older than CleanupOlderThan
-	if _, err := m.runCleanup(ctx, "churn"); err != nil {
+	entry, err := c.reg.Get(ctx, "churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.runCleanup(ctx, entry); err != nil {
 		t.Fatal(err)
 	}
 	if n := dataFiles(); n != 1 {

@@ -270,3 +270,49 @@ func mustFile(t testing.TB) objstore.Store {
 	}
 	return st
 }
+
+// TestSweepForeignShardsRemovesWhatAStaleWriterLeft: what a worker still holding a
+// deleted dataset wrote into the new one is removed once old enough, and nothing of the
+// new incarnation's shards is touched.
+func TestSweepForeignShardsRemovesWhatAStaleWriterLeft(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	createIncarnation(t, st, "one", 1)
+	reg := &incarnationRegistry{current: "one"}
+	o := testOptions(st, "worker-a")
+	o.Incarnation, o.Current = "one", reg.confirm("one")
+	old := openShard(t, o)
+	appendRows(t, old, rowsOf("old-", 0, 3, 1)...)
+	purgeAll(t, st)
+	createIncarnation(t, st, "two", 1<<20)
+	reg.set("two")
+	rec := makeBatch(rowsOf("late-", 0, 2, 2)...)
+	defer rec.Release()
+	if _, err := old.Append(ctx, rec); !errors.Is(err, ErrIncarnation) {
+		t.Fatalf("late append: %v", err)
+	}
+	o2 := testOptions(st, "worker-b")
+	o2.Incarnation = "two"
+	fresh := openShard(t, o2)
+	appendRows(t, fresh, rowsOf("new-", 0, 2, 3)...)
+	flush(t, fresh)
+	if n := countKeys(t, st, shardDir(old.ID())); n == 0 {
+		t.Fatal("the stale writer left nothing to sweep; the test proves nothing")
+	}
+	// Too recent: kept.
+	res, err := SweepForeignShards(ctx, st, "two", time.Hour, 0)
+	if err != nil || res.Objects != 0 || res.Kept != 1 {
+		t.Fatalf("sweep of a recent foreign folder: %+v %v", res, err)
+	}
+	res, err = SweepForeignShards(ctx, st, "two", 0, 0)
+	if err != nil || res.Shards != 1 || res.Objects == 0 {
+		t.Fatalf("sweep: %+v %v", res, err)
+	}
+	if n := countKeys(t, st, shardDir(old.ID())); n != 0 {
+		t.Fatalf("%d objects of the stale writer left", n)
+	}
+	if shards, err := listShards(ctx, st); err != nil || len(shards) != 1 || shards[0] != fresh.ID() {
+		t.Fatalf("shards after the sweep: %v %v", shards, err)
+	}
+	expectKeys(t, readAll(t, st, nil), wantRows(rowsOf("new-", 0, 2, 3)))
+}
