@@ -162,6 +162,11 @@ func (s *Shard) sealOne(mt *memtable) error {
 		return err
 	}
 	w, _ := watermark(s.currentBase().TableMetadata(), s.id)
+	// The counters first: a Flush waiter woken below must see the generation counted.
+	s.localPending.Store(int64(m.pendingAbove(w)))
+	s.sealFailures.Store(0)
+	s.lastSealOK.Store(time.Now().UnixNano())
+	s.lastActivity.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	if len(s.frozen) > 0 && s.frozen[0] == mt {
 		s.frozen = s.frozen[1:]
@@ -171,10 +176,6 @@ func (s *Shard) sealOne(mt *memtable) error {
 	s.lastSealErr = nil
 	s.signalSealedLocked()
 	s.mu.Unlock()
-	s.localPending.Store(int64(m.pendingAbove(w)))
-	s.sealFailures.Store(0)
-	s.lastSealOK.Store(time.Now().UnixNano())
-	s.lastActivity.Store(time.Now().UnixNano())
 	s.met.sealDuration.Observe(time.Since(start).Seconds())
 	s.met.generationsSealed.Inc()
 	// The entries are inside the generation now; deleting them is best effort (a
@@ -287,10 +288,14 @@ func (s *Shard) housekeeping() {
 	if s.lastActivity.Load() > last && time.Since(time.Unix(0, last)) >= pendingRefreshEvery {
 		s.lastRefresh.Store(time.Now().UnixNano())
 		ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
+		sealed, merged := s.lastSealOK.Load(), s.lastMergeOK.Load()
 		if p, err := PendingGenerations(ctx, s.st); err == nil {
 			local := p.PerShard[s.id]
 			s.othersPending.Store(int64(p.Generations - local))
-			s.localPending.Store(int64(local))
+			if s.lastSealOK.Load() == sealed && s.lastMergeOK.Load() == merged {
+				// Not when this shard sealed or merged meanwhile: its own count is newer.
+				s.localPending.Store(int64(local))
+			}
 			s.met.pendingSample.Observe(float64(p.Generations))
 			if p.Base != nil {
 				s.noteBase(p.Base)
