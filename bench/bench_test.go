@@ -431,6 +431,58 @@ func TestMaintenanceSmoke(t *testing.T) {
 
 // TestMaintReport renders the maintenance rows, and checks that a run of one section
 // keeps the other section of the previous report.
+// TestIdleWorkerReport renders issue 10's row 5.9 from bench/worker_bench -mode idle
+// outputs: met only when no request was counted in the window and every store was
+// resident; with several runs, the worst shows.
+func TestIdleWorkerReport(t *testing.T) {
+	dir := t.TempDir()
+	idle := func(rep int, requests, resident float64, last float64) string {
+		return fmt.Sprintf(`{"bench":"worker-idle","rep":%d,"side":"lancectx","stores":2000,"setup_clients":4,"stores_resident":%g,`+
+			`"setup_s":41.7,"setup_requests":77380,"generations_sealed":2000,"idle_wait_s":10.05,"idle_wait_requests":620,`+
+			`"idle_wait_requests_by_op":{"get":248,"list":372},"last_request_after_s":%g,"seconds":10,"requests":%g,"requests_per_s":%g,`+
+			`"requests_by_op":{},"generations_merged_idle":0,"merge_max_age_s":300,"oldest_generation_age_at_end_s":62,"loadavg":[7.1,8,8]}`,
+			rep, resident, last, requests, requests/10)
+	}
+	meta := filepath.Join(dir, "meta.json")
+	if err := os.WriteFile(meta, []byte(`{"command":"bench/run.sh --only worker","date":"2026-12-02T00:00:00Z","worker_notes":["an idle note"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := func(lines ...string) string {
+		t.Helper()
+		in := filepath.Join(dir, "results.jsonl")
+		if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := Main(context.Background(), []string{"report", "--in", in, "--meta", meta}, &buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	const title = "| 5.9 | 4. idle worker holding 2,000 resident stores (each created and written once): storage requests/s over 10 s, after 10 s idle (issue 10) | "
+	md := report(idle(1, 0, 2000, 2.1))
+	for _, want := range []string{
+		title + "0 requests/s (0 requests; 2,000 of 2,000 stores resident; last request 2.1 s after the last append) | — (LanceDB has no resident stores) | — | — | 0 requests/s | yes |",
+		"- 4. idle worker, 2,000 stores: 0 requests in 10.0 s (none); during the 10.1 s wait 620 requests (get 248, list 372), last 2.10 s after the last append; " +
+			"setup 41.7 s (4 clients, 77,380 requests, 2000 generations sealed); generations merged while idle 0; oldest generation 62 s old at the end (MergeMaxAge 300 s)",
+		"- an idle note",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q\n%s", want, md)
+		}
+	}
+	// One request in one of two runs: the row shows that run and is not met.
+	md = report(idle(1, 0, 2000, 2.1), idle(2, 1, 2000, 15))
+	if want := title + "0.1 requests/s (1 requests; 2,000 of 2,000 stores resident; last request 15.0 s after the last append; worst of 2 runs) | — (LanceDB has no resident stores) | — | — | 0 requests/s | no |"; !strings.Contains(md, want) {
+		t.Errorf("report lacks %q\n%s", want, md)
+	}
+	// No request, but stores were evicted: the claim is not shown.
+	md = report(idle(1, 0, 1500, 2.1))
+	if !strings.Contains(md, "1,500 of 2,000 stores resident") || !strings.Contains(md, "| 0 requests/s | no |") {
+		t.Errorf("a run that did not hold every store resident is met:\n%s", md)
+	}
+}
+
 func TestMaintReport(t *testing.T) {
 	dir := t.TempDir()
 	lines := []string{

@@ -16,7 +16,8 @@
 // 10,000 fragments), coord (issue 4: lancebench coord on embedded etcd, and the
 // acceptance tests of the coord package, whose verdicts and logged figures become rows
 // marked "test run"), worker (issue 5: HTTP ingest against LanceDB table.add, merges
-// of 1,000 generations, appends during a merge) and master (issue 6: listing 10,000
+// of 1,000 generations, appends during a merge; and issue 10's storage requests of an
+// idle worker holding 2,000 resident stores) and master (issue 6: listing 10,000
 // experiments under 50 readers, idle and during _stats maintenance; cold start over
 // 170,000 _stats versions; the incident test of the master package).
 //

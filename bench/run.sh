@@ -25,7 +25,8 @@
 #   coord        issue 4: lancebench coord (TryLock, cancelled Lock, SIGKILL failover on
 #                embedded etcd) and the coord package's acceptance tests     (~1-2 min)
 #   worker       issue 5: HTTP ingest vs LanceDB table.add, merge of 1,000 generations,
-#                appends during a merge                                      (~7 min)
+#                appends during a merge; issue 10: storage requests of an idle worker
+#                holding 2,000 resident stores                               (~8 min)
 #   master       issue 6: GET /api/v1/experiments over 10,000 experiments (idle and during
 #                _stats maintenance), cold start over 170,000 _stats versions, the
 #                incident test                                               (~5 min, fixtures reused)
@@ -35,8 +36,9 @@
 #   --maintenance-only    same as --only maintenance
 #   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
 #                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
-#                   generations, 1,000 experiments, 5,000 _stats versions); its report goes
-#                   to bench/out/run/RESULTS.md, not bench/RESULTS.md
+#                   generations, 200 idle stores, 1,000 experiments, 5,000 _stats
+#                   versions); its report goes to bench/out/run/RESULTS.md, not
+#                   bench/RESULTS.md
 #   --no-report     leave bench/RESULTS.md alone (report in bench/out/run/RESULTS.md)
 #   --reps N        repetitions of every measurement that repeats (default 3)
 #   --restamp       measure nothing: rewrite bench/RESULTS.md with its stale marks
@@ -51,6 +53,7 @@
 #   --coord-reps N         TryLock and failover measurements of lancebench coord (5)
 #   --ingest-seconds N     measured ingest time per side and repetition (10; 1 s warm-up)
 #   --worker-gens N        sealed generations of the merge benchmarks (1,000)
+#   --idle-stores N        resident stores of the idle-worker benchmark (2,000)
 #   --experiments N        experiments of the master benchmarks (10,000)
 #   --readers N            concurrent GET /api/v1/experiments readers (50)
 #   --list-seconds N       idle listing window (5; the maintenance window lasts as long
@@ -74,7 +77,7 @@ export LANCEDB_LOG=error
 ALL_SECTIONS="storage maintenance coord worker master"
 ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
-COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000
+COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000
 EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=170000
 ONLY="" SKIP="" RESTAMP=0
 declare -A SET=()
@@ -97,6 +100,7 @@ while [ $# -gt 0 ]; do
     --coord-reps) COORD_REPS=$2; SET[coord]=1; shift 2 ;;
     --ingest-seconds) INGEST_SECONDS=$2; SET[ingest]=1; shift 2 ;;
     --worker-gens) WORKER_GENS=$2; SET[gens]=1; shift 2 ;;
+    --idle-stores) IDLE_STORES=$2; SET[idle]=1; shift 2 ;;
     --experiments) EXPERIMENTS=$2; SET[experiments]=1; shift 2 ;;
     --readers) READERS=$2; SET[readers]=1; shift 2 ;;
     --list-seconds) LIST_SECONDS=$2; SET[list]=1; shift 2 ;;
@@ -125,6 +129,7 @@ if [ "$QUICK" = 1 ]; then
   [ -n "${SET[coord]:-}" ] || COORD_REPS=2
   [ -n "${SET[ingest]:-}" ] || INGEST_SECONDS=3
   [ -n "${SET[gens]:-}" ] || WORKER_GENS=200
+  [ -n "${SET[idle]:-}" ] || IDLE_STORES=200
   [ -n "${SET[experiments]:-}" ] || EXPERIMENTS=1000
   [ -n "${SET[list]:-}" ] || LIST_SECONDS=2
   [ -n "${SET[backlog]:-}" ] || STATS_BACKLOG=2000
@@ -150,7 +155,7 @@ SECTIONS=${SECTIONS# }
 if [ -z "$SECTIONS" ]; then echo "run.sh: no section left to run" >&2; exit 2; fi
 runs() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS" "$COORD_REPS" "$INGEST_SECONDS" \
-  "$WORKER_GENS" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS"; do
+  "$WORKER_GENS" "$IDLE_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS"; do
   case "$v" in ''|*[!0-9]*|0) echo "run.sh: counts must be positive integers" >&2; exit 2 ;; esac
 done
 if [ "$VERSIONS" -lt 100 ]; then echo "run.sh: --versions must be at least 100" >&2; exit 2; fi
@@ -212,6 +217,7 @@ record() {
     elif .cmd == "master-coldstart" then "first answer after \(.seconds*1000|floor) ms (\(.total) experiments, stats version \(.stats_version))"
     elif .bench == "worker-ingest" or .bench == "lancedb-table-add" then "\(.acked_rows_per_s|floor) rows/s, p99 \(.ack_latency.p99_ms) ms"
     elif .bench == "worker-merge" then "\(.generations) generations of \(.rows_per_generation) rows merged in \(.merge_s*1000|floor) ms, RSS +\(.rss_growth_mib*10|floor/10) MiB"
+    elif .bench == "worker-idle" then "\(.requests_per_s) requests/s over \(.seconds|floor) s after \(.idle_wait_s|floor) s idle, \(.stores_resident) stores resident (\(.idle_wait_requests) requests during the wait, setup \(.setup_s|floor) s)"
     elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
@@ -439,6 +445,12 @@ for rep in $(seq 1 "$REPS"); do
   rm -rf "$RUN/wb" && sync
   record worker-merge-during "$rep" wbench -mode merge-during -gens "$WORKER_GENS" -dir "$PWD/$RUN/wb"
 done
+# An idle worker (issue 10, section 5): IDLE_STORES stores created and written once (one
+# flushed append each, 4 clients), then the worker's storage requests over 10 s, after
+# 10 s idle. Once, not per repetition: the figure is a count of requests, not a time.
+log "worker: idle worker holding $IDLE_STORES resident stores (10 s idle, then 10 s counted)"
+rm -rf "$RUN/wb" && sync
+record worker-idle 1 wbench -mode idle -stores "$IDLE_STORES" -setup-clients 4 -idle-wait 10s -duration 10s -dir "$PWD/$RUN/wb"
 rm -rf "$RUN/wb"
 section_end worker
 fi # worker
@@ -498,7 +510,7 @@ jq -n \
   --argjson hversions "$HISTORY_VERSIONS" --argjson cfrags "$COMPACT_FRAGMENTS" \
   --argjson durations "[$(IFS=,; echo "${DURATIONS[*]}")]" --arg sections "$SECTIONS" \
   --arg commit "$COMMIT" --arg code_tree "$CODE_TREE" \
-  --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" \
+  --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" --arg idlestores "$IDLE_STORES" \
   --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
   --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" \
   --arg load "load average (1/5/15 min) at start $LOAD_START, at end $LOAD_END on $(nproc) cores: the machine is shared, so absolute figures are noisy; interleaving and medians limit, not remove, the noise" \
@@ -535,7 +547,8 @@ jq -n \
       "Peer (row 1): tests/interop/bench-worker-peer.mjs, LanceDB 0.31 table.add of the same 10-row batches (the same fields, as plain row objects that LanceDB converts with the table schema inside the timed call) from 16 concurrent async clients on one table in one node process, the same warm-up and window. Every add is a Lance commit; LanceDB retries concurrent commits itself. LanceDB local writes do not fsync, lancectx acks only after its WAL entry is fsynced: the comparison favours LanceDB on durability. The two sides alternate which runs first.",
       "Merge (row 2): bench/worker_bench -mode merge seals \($gens) generations (one flushed append each, of 10 or of 200 ~1 KiB rows) through the Go API with background merges off, then times one POST /api/v1/internal/merge-wal pass (generation files placed into data/ by hard link, one Lance commit). RSS is sampled every 2 ms and VmHWM reset before the merge; growth = peak - RSS after a GC before the merge. LanceDB has no WAL to merge: no peer.",
       "Appends during a merge (row 3): -mode merge-during builds the same backlog (\($gens) generations of 10 rows), starts 16 appending clients, triggers the merge after >= 1 s and keeps appending 1 s after it; the figure is the slowest ack among the appends in flight while the merge ran.",
-      "\($reps_s) repetitions of each, medians reported (RSS growth: the maximum); `sync` before each measurement; data directories on the same disk as bench/out. Sizes: \($sizes)."
+      "Idle worker (row 4, target 5.9; issue 10 section 5): bench/worker_bench -mode idle starts the worker in-process with its default settings (background merges after 32 generations, age trigger MergeMaxAge 300 s, store cache of 2,000 handles, raised to the store count if larger) on a file:// data directory, creates \($idlestores) stores through POST /api/v1/rollouts and gives each one append of 10 ~1 KiB rows with ?flush=true (4 clients), so every store is resident with an open WAL shard and one sealed generation. It then waits 10 s after the last ack and counts the requests of the next 10 s. The count is the worker'"'"'s own lancectx_objstore_requests_total{store=\"data\"}: the worker registers it when it opens its data directory through provider.Open, whose objstore.WithMetrics wrapper sits outside the retries and limits, so every request of the worker'"'"'s code (WAL, merges, Lance reads, registry) is counted once (retries separately). Nothing is due for a merge in the window: one generation per store (32 needed), and the run fails if the oldest generation could reach MergeMaxAge before the window ends. The counter is also sampled every 100 ms from the last ack to the end, which gives the time of the last request. Run once, not per repetition: the figure is a count, not a time.",
+      "\($reps_s) repetitions of each of the other rows, medians reported (RSS growth: the maximum); `sync` before each measurement; data directories on the same disk as bench/out. Sizes: \($sizes)."
     ],
     master_notes: [
       "Fixtures (built once under bench/out/, reused while their marker matches): `lancebench gen-experiments` registers \($exps) experiments like the worker registers them, each a copy of a 2-fragment, 10-row rollout dataset (the shape of master/scale_test.go); `lancebench gen-coldstart` adds a _stats table written by one real stats scan round, then grown to \($coldv) versions with lance.SeedHistory (Overwrite commits of the same rows, as the incident'"'"'s _stats grew one version per write).",

@@ -14,6 +14,7 @@ const (
 	benchWorkerMerge10 = "worker-merge-10"
 	benchWorkerMerge2  = "worker-merge-200"
 	benchWorkerDuring  = "worker-merge-during"
+	benchWorkerIdle    = "worker-idle"
 )
 
 // Issue 5's targets.
@@ -25,6 +26,9 @@ const (
 	mergeRSSTarget    = 64.0 // MiB
 	duringSlowTarget  = 100.0
 )
+
+// Issue 10 (section 5): an idle worker makes no storage request.
+const idleRequestsTarget = 0.0
 
 // workerLatency is the ack latency summary of bench/worker_bench and its peer.
 type workerLatency struct {
@@ -66,6 +70,22 @@ type workerResult struct {
 	Before          workerLatency `json:"ack_latency_before_merge"`
 	SlowestDuringMS float64       `json:"slowest_ack_during_merge_ms"`
 	AckedDuring     int           `json:"appends_acked_during_merge"`
+	// idle worker (issue 10)
+	Stores           int                `json:"stores"`
+	SetupClients     int                `json:"setup_clients"`
+	Resident         float64            `json:"stores_resident"`
+	SetupRequests    float64            `json:"setup_requests"`
+	GensSealed       float64            `json:"generations_sealed"`
+	IdleWaitSeconds  float64            `json:"idle_wait_s"`
+	IdleWaitRequests float64            `json:"idle_wait_requests"`
+	IdleWaitByOp     map[string]float64 `json:"idle_wait_requests_by_op"`
+	LastRequestAfter float64            `json:"last_request_after_s"`
+	Requests         float64            `json:"requests"`
+	RequestsPerS     float64            `json:"requests_per_s"`
+	RequestsByOp     map[string]float64 `json:"requests_by_op"`
+	MergedIdle       float64            `json:"generations_merged_idle"`
+	MergeMaxAge      float64            `json:"merge_max_age_s"`
+	OldestGenAge     float64            `json:"oldest_generation_age_at_end_s"`
 }
 
 func decodeWorker(rs []Result) []workerResult {
@@ -100,7 +120,8 @@ func maxBy(ws []workerResult, f func(workerResult) float64) float64 {
 }
 
 // workerReport renders the section of issue 5: HTTP ingest against LanceDB table.add,
-// merges of 1,000 sealed generations, and appends during a merge.
+// merges of 1,000 sealed generations, and appends during a merge; and issue 10's idle
+// worker holding 2,000 resident stores.
 func workerReport(e *emitter, meta Meta, results []Result) {
 	p := e.p
 	var details []string
@@ -203,7 +224,64 @@ func workerReport(e *emitter, meta Meta, results []Result) {
 				return out
 			}()), ws[len(ws)-1].Before.P99)
 	}
+	if ws := decodeWorker(pick(results, benchWorkerIdle, SideGo, "")); len(ws) > 0 {
+		idleRow(e, ws, detail)
+	}
 	e.runFooter(meta, lancedbVersions(meta), nil, meta.WorkerNotes, details)
+}
+
+// idleRow is issue 10's row: the storage requests per second of an idle worker holding
+// every store resident, over the window after the idle wait. With several runs the
+// row shows the worst; it is met only when no run made a request in its window and
+// every run held all its stores resident.
+func idleRow(e *emitter, ws []workerResult, detail func(string, ...any)) {
+	worst := ws[0]
+	met := true
+	for _, w := range ws {
+		if w.Requests > worst.Requests {
+			worst = w
+		}
+		met = met && w.Stores > 0 && w.Requests == idleRequestsTarget && w.Resident == float64(w.Stores)
+	}
+	last := "no request after the last append"
+	if worst.LastRequestAfter > 0 {
+		last = fmt.Sprintf("last request %.1f s after the last append", worst.LastRequestAfter)
+	}
+	runs := ""
+	if len(ws) > 1 {
+		runs = fmt.Sprintf("; worst of %d runs", len(ws))
+	}
+	e.row(tableRow{id: "5.9",
+		title: fmt.Sprintf("4. idle worker holding %s resident stores (each created and written once): storage requests/s over %.0f s, after %.0f s idle (issue 10)",
+			thousands(int64(worst.Stores)), worst.Seconds, worst.IdleWaitSeconds),
+		lancectx: fmt.Sprintf("%.4g requests/s (%.0f requests; %s of %s stores resident; %s%s)", worst.RequestsPerS, worst.Requests, thousands(int64(worst.Resident)),
+			thousands(int64(worst.Stores)), last, runs),
+		lancedb: "— (LanceDB has no resident stores)", ratio: "—", cpuRatio: "—", target: "0 requests/s", met: yesNo(met)})
+	for _, w := range ws {
+		detail("- 4. idle worker, %s stores: %.0f requests in %.1f s (%s); during the %.1f s wait %.0f requests (%s), last %.2f s after the last append; "+
+			"setup %.1f s (%d clients, %s requests, %.0f generations sealed); generations merged while idle %.0f; oldest generation %.0f s old at the end (MergeMaxAge %.0f s); load averages %s",
+			thousands(int64(w.Stores)), w.Requests, w.Seconds, fmtOps(w.RequestsByOp), w.IdleWaitSeconds, w.IdleWaitRequests, fmtOps(w.IdleWaitByOp),
+			w.LastRequestAfter, w.SetupSeconds, w.SetupClients, thousands(int64(w.SetupRequests)), w.GensSealed, w.MergedIdle, w.OldestGenAge, w.MergeMaxAge, loads([]workerResult{w}))
+	}
+}
+
+// fmtOps renders requests by operation ("get 248, list 372"), or "none".
+func fmtOps(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if v != 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.0f", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func scale(vals []float64, f float64) []float64 {

@@ -1,8 +1,9 @@
 // Command worker_bench measures the worker's HTTP data plane (issue 5) on a file://
 // data directory, with the worker in this process behind a real loopback HTTP server:
 //
-//	go run ./bench/worker_bench [-mode ingest|merge|merge-during|all] [-clients 16]
+//	go run ./bench/worker_bench [-mode ingest|merge|merge-during|idle|all] [-clients 16]
 //	    [-batch 10] [-row-bytes 1024] [-duration 10s] [-gens 1000] [-gen-rows 10] [-dir DIR]
+//	    [-stores 2000] [-idle-wait 10s] [-setup-clients 4] [-merge-max-age 0]
 //
 // ingest: -clients goroutines each POST batches of -batch rows of about -row-bytes
 // (JSON, unique ids) back to back for -duration after a -warmup, with the worker's
@@ -17,6 +18,18 @@
 // merge-during: the same backlog, then -clients appenders run on the same store and
 // the merge is triggered after a warm-up; reports the slowest and p99 ack of the
 // appends in flight while the merge ran.
+//
+// idle (issue 10, section 5): creates -stores stores through the HTTP API and gives each
+// one append of -batch rows with ?flush=true (-setup-clients at a time), so that every
+// store is resident with an open WAL shard and one sealed generation, the state of a
+// store written once and then left alone; then waits -idle-wait after the last ack and
+// counts, over -duration, the storage requests the worker makes: its own series
+// lancectx_objstore_requests_total{store="data"}, which it registers when it opens its
+// data directory (provider.Open wraps the store in objstore.WithMetrics, outside the
+// retries and limits, so every request the worker's code makes is counted once).
+// Background merges keep their defaults (32 generations, age trigger -merge-max-age,
+// default the worker's 300 s); the run fails rather than measure a window in which
+// the oldest generation could reach that age.
 //
 // The LanceDB side is tests/interop/bench-worker-peer.mjs (table.add of the same
 // 10-row batches). Each benchmark prints one JSON object.
@@ -75,11 +88,16 @@ type options struct {
 	execTrace string
 	// traceSlow, when set, prints the acks slower than it that overlapped the merge.
 	traceSlow time.Duration
+	// stores, idleWait, setupClients and mergeMaxAge are the idle benchmark's.
+	stores       int
+	idleWait     time.Duration
+	setupClients int
+	mergeMaxAge  time.Duration
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.mode, "mode", "all", "ingest, merge, merge-during or all")
+	flag.StringVar(&o.mode, "mode", "all", "ingest, merge, merge-during, idle or all")
 	flag.StringVar(&o.dir, "dir", "", "data directory (default: a new temporary directory, removed afterwards)")
 	flag.IntVar(&o.clients, "clients", 16, "concurrent HTTP clients")
 	flag.IntVar(&o.batch, "batch", 10, "rows per append request")
@@ -92,6 +110,10 @@ func main() {
 	flag.IntVar(&o.storeConcurrency, "store-concurrency", 0, "object-store requests in flight (0: the provider default of 64; negative: unlimited)")
 	flag.StringVar(&o.execTrace, "exec-trace", "", "merge-during: write a runtime/trace of the merge window to this file")
 	flag.DurationVar(&o.traceSlow, "trace-slow", 0, "merge-during: print (stderr) each ack slower than this that overlapped the merge")
+	flag.IntVar(&o.stores, "stores", 2000, "idle: resident stores, each created and written once")
+	flag.DurationVar(&o.idleWait, "idle-wait", 10*time.Second, "idle: wait after the last append before counting")
+	flag.IntVar(&o.setupClients, "setup-clients", 4, "idle: concurrent HTTP clients creating and writing the stores")
+	flag.DurationVar(&o.mergeMaxAge, "merge-max-age", 0, "idle: the worker's MergeMaxAge (0: the worker default, 300 s)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -123,7 +145,7 @@ func run(ctx context.Context, o options) error {
 	}
 	modes := []string{o.mode}
 	if o.mode == "all" {
-		modes = []string{"ingest", "merge", "merge-during"}
+		modes = []string{"ingest", "merge", "merge-during", "idle"}
 	}
 	for _, m := range modes {
 		var res any
@@ -135,6 +157,8 @@ func run(ctx context.Context, o options) error {
 			res, err = mergeBacklog(ctx, o)
 		case "merge-during":
 			res, err = mergeDuring(ctx, o)
+		case "idle":
+			res, err = idle(ctx, o)
 		default:
 			return fmt.Errorf("unknown -mode %q", m)
 		}
@@ -670,6 +694,8 @@ func setLoad(res any) {
 	case *MergeResult:
 		r.LoadAvg = la
 	case *MergeDuringResult:
+		r.LoadAvg = la
+	case *IdleResult:
 		r.LoadAvg = la
 	}
 }

@@ -6,8 +6,8 @@
 #
 # ingest (lancectx over HTTP) and the peer (LanceDB table.add, tests/interop/bench-worker-peer.mjs)
 # alternate --reps times with the same clients, batch and row size; then one merge run with
-# 10-row and one with 200-row generations, and one merge-during-appends run. Every run works in a
-# fresh temporary directory. Needs Go, node 20 and `npm ci --prefix tests/interop`.
+# 10-row and one with 200-row generations, one merge-during-appends run, and one idle-worker run
+# (2,000 resident stores, issue 10). Every run works in a fresh temporary directory. Needs Go, node 20 and `npm ci --prefix tests/interop`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export GOTOOLCHAIN=local LANCEDB_LOG=error
@@ -32,3 +32,4 @@ done
 "$BIN/worker_bench" -mode merge -gen-rows 10
 "$BIN/worker_bench" -mode merge -gen-rows 200
 "$BIN/worker_bench" -mode merge-during
+"$BIN/worker_bench" -mode idle
