@@ -192,14 +192,23 @@ func (c *Client) runAcquire(ctx context.Context, sess *Session, acquire func(con
 		for backoff := 50 * time.Millisecond; isTransient(err) && sleepCtx(actx, backoff); backoff = min(2*backoff, 2*time.Second) {
 			err = acquire(actx)
 		}
-		select {
-		case ar.res <- err:
-			if err == nil {
-				return
-			}
+		if err != nil {
+			// A failed acquisition (a TryLock that found the lock held) cleans up and
+			// frees the slot before the caller hears of it, so that the caller can try
+			// again at once; the caller stops waiting when its context ends.
 			cleanup(false)
+			release()
+			select {
+			case ar.res <- err:
+			case <-ar.abandon:
+			}
+			return
+		}
+		select {
+		case ar.res <- nil:
+			return
 		case <-ar.abandon:
-			cleanup(err == nil)
+			cleanup(true)
 		}
 		release()
 	})

@@ -1,6 +1,7 @@
 package coord_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -42,5 +43,34 @@ func TestSkippedTaskIsNoFailure(t *testing.T) {
 	}
 	if again := enqueue(t, q, coord.TaskSpec{Kind: "cleanup", Target: "gone"}); !again.NotBefore.IsZero() || again.Failures != 0 {
 		t.Fatalf("a task after three skips is delayed: %+v", again)
+	}
+}
+
+// TestTryLockAgainRightAfterAFailedTry: a failed TryLock frees its in-process slot
+// before it returns, so the same process can try again at once when the holder lets go.
+func TestTryLockAgainRightAfterAFailedTry(t *testing.T) {
+	t.Parallel()
+	cl := etcdtest.Start(t)
+	holder := connect(t, cl.Endpoints(), 5*time.Second, nil)
+	me := connect(t, cl.Endpoints(), 5*time.Second, nil)
+	ctx := testCtx(t, 20*time.Second)
+	for round := range 5 {
+		held, err := holder.TryLock(ctx, "busy", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := me.TryLock(ctx, "busy", 0); !errors.Is(err, coord.ErrLocked) {
+			t.Fatalf("round %d: TryLock of a held lock: %v", round, err)
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mine, err := me.TryLock(ctx, "busy", 0)
+		if err != nil {
+			t.Fatalf("round %d: TryLock right after the holder let go: %v", round, err)
+		}
+		if err := mine.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

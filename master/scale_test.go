@@ -221,8 +221,21 @@ func TestTenThousandExperiments(t *testing.T) {
 	})
 	t.Logf("maintenance pass: removed %d versions, %d objects, complete %t, %.2f s", res.Cleanup.VersionsRemoved,
 		res.Cleanup.ObjectsDeleted, res.Cleanup.Complete, res.Cleanup.Seconds)
-	if res.Cleanup.VersionsRemoved < backlog || !res.Cleanup.Complete || res.Unreclaimed != 0 {
-		t.Fatalf("maintenance: %+v", res)
+	// A pass is bounded by its timeout; on a loaded machine it may stop short, and the
+	// next pass continues (invariant 5): what must hold is that passes finish the backlog,
+	// not how fast one of them is.
+	removed := res.Cleanup.VersionsRemoved
+	for pass := 2; !res.Cleanup.Complete && pass <= 20; pass++ {
+		var err error
+		if res, err = mt.Run(ctx, StatsMaintenanceOptions{HistoryTTL: 0, MaxObjects: 3 * backlog, Timeout: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		removed += res.Cleanup.VersionsRemoved
+		t.Logf("maintenance pass %d: removed %d versions, %d objects, complete %t", pass, res.Cleanup.VersionsRemoved,
+			res.Cleanup.ObjectsDeleted, res.Cleanup.Complete)
+	}
+	if removed < backlog || !res.Cleanup.Complete || res.Unreclaimed != 0 {
+		t.Fatalf("maintenance: removed %d versions in all; last pass %+v", removed, res)
 	}
 }
 
