@@ -168,3 +168,49 @@ func TestKeyFormAgreesWithLance(t *testing.T) {
 		})
 	}
 }
+
+// TestGetIntegerKeyAnySpelling: an integer key names the same row however it is
+// written ("007" is 7), wherever the newest row is: in the memtable, in a sealed
+// generation, or merged into the base (with and without a key cache).
+func TestGetIntegerKeyAnySpelling(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	base := keyedBatch(t, arrow.PrimitiveTypes.Int64, []any{int64(7), int64(8)}, 1)
+	defer base.Release()
+	if _, err := lance.WriteStore(ctx, st, batchReader(t, base), lance.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := openShard(t, testOptions(st, "w1"))
+	kc := lance.NewKeyCache(1 << 20)
+	check := func(where string, want int64) {
+		t.Helper()
+		for _, opts := range []ReadOptions{{}, {KeyCache: kc, KeyCacheScope: "spelling"}} {
+			sn, err := ReadSnapshot(ctx, st, s, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"7", "007", "+7"} {
+				rec, ok, err := sn.Get(ctx, k, []string{"n"})
+				if err != nil || !ok {
+					t.Fatalf("%s: Get(%q) = %v, %v", where, k, ok, err)
+				}
+				if got := rec.Column(0).(*array.Int64).Value(0); got != want {
+					t.Errorf("%s (key cache %v): Get(%q) n = %d, want %d", where, opts.KeyCache != nil, k, got, want)
+				}
+				rec.Release()
+			}
+		}
+	}
+	upd := keyedBatch(t, arrow.PrimitiveTypes.Int64, []any{int64(7)}, 2)
+	defer upd.Release()
+	if _, err := s.Append(ctx, upd); err != nil {
+		t.Fatal(err)
+	}
+	check("memtable", 2)
+	flush(t, s)
+	check("generation", 2)
+	if _, err := s.Merge(ctx, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("base", 2)
+}

@@ -531,12 +531,15 @@ func (sn *Snapshot) outputSchema(columns []string) (*arrow.Schema, error) {
 	return arrow.NewSchema(fields, nil), nil
 }
 
-// Get returns the newest row with the given key (one row), or ok == false.
+// Get returns the newest row with the given key (one row), or ok == false. An integer
+// key may be written in any decimal form ("007" is 7).
 func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec arrow.RecordBatch, ok bool, err error) {
 	out, err := sn.outputSchema(columns)
 	if err != nil {
 		return nil, false, err
 	}
+	// The memtable, generation and base indexes all hold keys in the key form.
+	key = rowkey.Canonical(sn.keyType, key)
 	for j := len(sn.mem) - 1; j >= 0; j-- {
 		v := sn.mem[j]
 		if loc, found := v.lookup(key); found {
@@ -571,7 +574,7 @@ func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec 
 		names[i] = f.Name
 	}
 	if sn.keyCache != nil {
-		r, found, err := sn.base.LookupKey(ctx, sn.keyCache, sn.keyScope, sn.keyColumn, rowkey.Canonical(sn.keyType, key), names)
+		r, found, err := sn.base.LookupKey(ctx, sn.keyCache, sn.keyScope, sn.keyColumn, key, names)
 		if err != nil || !found {
 			if err != nil {
 				err = fmt.Errorf("wal: read base: %w", err)
