@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -14,6 +13,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
+	"github.com/lancectx/lancectx/internal/rowkey"
 	"github.com/lancectx/lancectx/lance/expr"
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 	"github.com/lancectx/lancectx/lance/schema"
@@ -291,13 +292,13 @@ func (d *Dataset) MergeInsert(ctx context.Context, key string, rdr array.RecordR
 			for r := range keep {
 				keep[r] = last[keyOf(col, r)] == loc{bi, r}
 			}
-			nb, err := selectRows(b, keep)
+			nb, err := arrowrows.Select(b, keep)
 			if err != nil {
 				return nil, MergeInsertResult{}, err
 			}
 			b.Release()
 			if nb == nil {
-				nb = array.NewRecordBatch(target, emptyColumns(target), 0)
+				nb = arrowrows.Empty(target)
 			}
 			batches[bi] = nb
 		}
@@ -345,35 +346,13 @@ func (d *Dataset) MergeInsert(ctx context.Context, key string, rdr array.RecordR
 	}
 }
 
-func emptyColumns(s *arrow.Schema) []arrow.Array {
-	cols := make([]arrow.Array, s.NumFields())
-	for i, f := range s.Fields() {
-		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
+// keyFunc returns the key form (rowkey) of row i of a merge-key column.
+func keyFunc(t arrow.DataType) (rowkey.Func, error) {
+	f, ok := rowkey.For(t)
+	if !ok {
+		return nil, fmt.Errorf("%w: merge key of type %s", ErrUnsupported, t)
 	}
-	return cols
-}
-
-// keyFunc returns a function producing a comparable key for row i of a column.
-func keyFunc(t arrow.DataType) (func(arrow.Array, int) string, error) {
-	switch t.ID() {
-	case arrow.STRING:
-		return func(a arrow.Array, i int) string { return a.(*array.String).Value(i) }, nil
-	case arrow.LARGE_STRING:
-		return func(a arrow.Array, i int) string { return a.(*array.LargeString).Value(i) }, nil
-	case arrow.BINARY:
-		return func(a arrow.Array, i int) string { return string(a.(*array.Binary).Value(i)) }, nil
-	case arrow.LARGE_BINARY:
-		return func(a arrow.Array, i int) string { return string(a.(*array.LargeBinary).Value(i)) }, nil
-	case arrow.INT64:
-		return func(a arrow.Array, i int) string { return strconv.FormatInt(a.(*array.Int64).Value(i), 10) }, nil
-	case arrow.INT32:
-		return func(a arrow.Array, i int) string { return strconv.FormatInt(int64(a.(*array.Int32).Value(i)), 10) }, nil
-	case arrow.UINT64:
-		return func(a arrow.Array, i int) string { return strconv.FormatUint(a.(*array.Uint64).Value(i), 10) }, nil
-	case arrow.UINT32:
-		return func(a arrow.Array, i int) string { return strconv.FormatUint(uint64(a.(*array.Uint32).Value(i)), 10) }, nil
-	}
-	return nil, fmt.Errorf("%w: merge key of type %s", ErrUnsupported, t)
+	return f, nil
 }
 
 // UpdateConfig upserts and deletes table config keys (manifest config) in one version.
@@ -551,5 +530,5 @@ func gatherRows(s *arrow.Schema, parts []arrow.RecordBatch, where []rowRef) (arr
 			idx = append(idx, starts[w.part]+w.row)
 		}
 	}
-	return takeRows(all, idx)
+	return arrowrows.Take(all, idx)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
 	"github.com/lancectx/lancectx/lance/expr"
 	"github.com/lancectx/lancectx/lance/file"
 	"github.com/lancectx/lancectx/lance/format/tablepb"
@@ -634,7 +635,7 @@ func (p *scanPlan) readBatch(ctx context.Context, st objstore.Reader, fr *fragme
 		return outRec, nil
 	}
 	defer outRec.Release()
-	return selectRows(outRec, keep)
+	return arrowrows.Select(outRec, keep)
 }
 
 // readLate reads the filter's columns of rows [start,end), evaluates the filter, and

@@ -11,8 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
 	"github.com/lancectx/lancectx/lance/file"
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 	"github.com/lancectx/lancectx/lance/schema"
@@ -320,52 +320,13 @@ func (s *fileSink) abort(err error) {
 	<-s.done
 }
 
-// conformBatch returns rec laid out as target: columns matched by name, types equal,
-// missing nullable columns filled with nulls. The result must be released.
+// conformBatch returns rec laid out as target (arrowrows.Conform: columns matched by
+// name, types equal, missing nullable columns filled with nulls, no nulls in a
+// non-nullable column). The result must be released.
 func conformBatch(rec arrow.RecordBatch, target *arrow.Schema) (arrow.RecordBatch, error) {
-	src := rec.Schema()
-	if src.Equal(target) {
-		rec.Retain()
-		return rec, nil
+	out, err := arrowrows.Conform(rec, target)
+	if err != nil {
+		return nil, fmt.Errorf("lance: input does not fit the table schema: %w", err)
 	}
-	cols := make([]arrow.Array, target.NumFields())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	used := 0
-	for i, f := range target.Fields() {
-		idx := src.FieldIndices(f.Name)
-		switch {
-		case len(idx) > 1:
-			return nil, fmt.Errorf("lance: input has column %q more than once", f.Name)
-		case len(idx) == 0:
-			if !f.Nullable {
-				return nil, fmt.Errorf("lance: input lacks non-nullable column %q", f.Name)
-			}
-			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
-		default:
-			c := rec.Column(idx[0])
-			if !arrow.TypeEqual(c.DataType(), f.Type) {
-				return nil, fmt.Errorf("lance: column %q has type %s, table has %s", f.Name, c.DataType(), f.Type)
-			}
-			if !f.Nullable && c.NullN() > 0 {
-				return nil, fmt.Errorf("lance: column %q is not nullable but the input has %d nulls", f.Name, c.NullN())
-			}
-			c.Retain()
-			cols[i] = c
-			used++
-		}
-	}
-	if used != src.NumFields() {
-		for _, f := range src.Fields() {
-			if len(target.FieldIndices(f.Name)) == 0 {
-				return nil, fmt.Errorf("lance: input column %q is not in the table schema", f.Name)
-			}
-		}
-	}
-	return array.NewRecordBatch(target, cols, rec.NumRows()), nil
+	return out, nil
 }

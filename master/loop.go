@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lancectx/lancectx/internal/loophealth"
 )
 
 // LoopFunc is one pass of a background loop. It must return when ctx ends.
@@ -29,19 +30,10 @@ type Loop struct {
 	SkipFirst bool
 }
 
-// loopState is the observable state of one loop. Fields are atomics: health readers never
-// wait on a running pass.
+// loopState is one registered loop: its description and its health books.
 type loopState struct {
 	Loop
-	started     time.Time
-	lastSuccess atomic.Int64 // unix nanos, 0 = never
-	lastFailure atomic.Int64
-	consecutive atomic.Int64
-	lastErr     atomic.Pointer[string]
-	running     atomic.Bool
-	passStarted atomic.Int64
-	active      atomic.Bool // false while this replica is not the one that runs it (standby)
-	activeSince atomic.Int64
+	health *loophealth.Loop
 }
 
 // Loops runs background loops, each in its own goroutine with its own deadline, so a
@@ -50,8 +42,9 @@ type loopState struct {
 type Loops struct {
 	log     *slog.Logger
 	metrics *loopMetrics
-	mu      sync.Mutex // guards loops (registration only; never held while a pass runs)
-	loops   []*loopState
+	// health keeps each loop's last success and consecutive failures (and exports them
+	// as master_loop_last_success_timestamp_seconds and master_loop_consecutive_failures).
+	health *loophealth.Tracker
 	// wg counts the goroutines of Start; Wait waits for them.
 	wg sync.WaitGroup
 	// observer, when set, hears of every finished pass (tests and benchmarks measure
@@ -80,26 +73,22 @@ func (ls *Loops) notify(p LoopPass) {
 	}
 }
 
+// loopMetrics are the pass metrics of the loops this runner runs (the health metrics
+// are the tracker's).
 type loopMetrics struct {
-	lastSuccess *prometheus.GaugeVec
-	failures    *prometheus.GaugeVec
-	runs        *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
+	runs     *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 }
 
 func newLoopMetrics(reg prometheus.Registerer) *loopMetrics {
 	m := &loopMetrics{
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_loop_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful pass of each background loop (0: never). Alert when now minus this exceeds a few intervals."}, []string{"loop"}),
-		failures: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_loop_consecutive_failures",
-			Help: "Failed passes in a row of each background loop; 0 after any success."}, []string{"loop"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_loop_runs_total",
 			Help: "Passes of each background loop by result (success, failure, timeout)."}, []string{"loop", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_loop_duration_seconds",
 			Help: "Duration of each pass of each background loop.", Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 300}}, []string{"loop"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lastSuccess, m.failures, m.runs, m.duration)
+		reg.MustRegister(m.runs, m.duration)
 	}
 	return m
 }
@@ -109,7 +98,7 @@ func NewLoops(log *slog.Logger, reg prometheus.Registerer) *Loops {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Loops{log: log, metrics: newLoopMetrics(reg)}
+	return &Loops{log: log, metrics: newLoopMetrics(reg), health: loophealth.New(loophealth.Options{Subsystem: "master", Registerer: reg})}
 }
 
 // Start runs l until ctx ends (in a new goroutine, which Wait waits for). The loop is
@@ -141,21 +130,16 @@ func (ls *Loops) Wait(ctx context.Context) error {
 	}
 }
 
-// Register adds a loop that is started later with Activate (leader-only loops): until
+// register adds a loop, on standby until it is activated (Start, RunActive): until
 // then health reports it as standby rather than stalled.
 func (ls *Loops) register(l Loop) *loopState {
 	if l.Timeout <= 0 {
 		l.Timeout = l.Interval
 	}
-	st := &loopState{Loop: l, started: time.Now()}
-	ls.mu.Lock()
-	ls.loops = append(ls.loops, st)
-	ls.mu.Unlock()
+	st := &loopState{Loop: l, health: ls.health.Add(l.Name, l.Interval, l.Timeout)}
 	for _, r := range []string{"success", "failure", "timeout"} {
 		ls.metrics.runs.WithLabelValues(l.Name, r)
 	}
-	ls.metrics.lastSuccess.WithLabelValues(l.Name).Set(0)
-	ls.metrics.failures.WithLabelValues(l.Name).Set(0)
 	return st
 }
 
@@ -177,12 +161,7 @@ func (s *StandbyLoop) RunActive(ctx context.Context) {
 	s.ls.run(ctx, s.st)
 }
 
-func (st *loopState) setActive(on bool) {
-	st.active.Store(on)
-	if on {
-		st.activeSince.Store(time.Now().UnixNano())
-	}
-}
+func (st *loopState) setActive(on bool) { st.health.SetActive(on) }
 
 func (ls *Loops) run(ctx context.Context, st *loopState) {
 	if st.Interval <= 0 {
@@ -215,10 +194,9 @@ func (ls *Loops) pass(ctx context.Context, st *loopState) {
 	pctx, cancel := context.WithTimeout(ctx, st.Timeout)
 	defer cancel()
 	start := time.Now()
-	st.running.Store(true)
-	st.passStarted.Store(start.UnixNano())
+	st.health.SetRunning(true)
 	err := safeRun(pctx, st.Run)
-	st.running.Store(false)
+	st.health.SetRunning(false)
 	d := time.Since(start)
 	ls.metrics.duration.WithLabelValues(st.Name).Observe(d.Seconds())
 	if ctx.Err() != nil && err != nil {
@@ -227,10 +205,7 @@ func (ls *Loops) pass(ctx context.Context, st *loopState) {
 	}
 	if err == nil {
 		defer ls.notify(LoopPass{Loop: st.Name, Start: start, End: time.Now(), Result: "success"})
-		st.lastSuccess.Store(time.Now().UnixNano())
-		st.consecutive.Store(0)
-		ls.metrics.lastSuccess.WithLabelValues(st.Name).Set(float64(time.Now().Unix()))
-		ls.metrics.failures.WithLabelValues(st.Name).Set(0)
+		st.health.Succeeded()
 		ls.metrics.runs.WithLabelValues(st.Name, "success").Inc()
 		return
 	}
@@ -238,11 +213,8 @@ func (ls *Loops) pass(ctx context.Context, st *loopState) {
 	if pctx.Err() == context.DeadlineExceeded {
 		result = "timeout"
 	}
-	n := st.consecutive.Add(1)
 	msg := err.Error()
-	st.lastErr.Store(&msg)
-	st.lastFailure.Store(time.Now().UnixNano())
-	ls.metrics.failures.WithLabelValues(st.Name).Set(float64(n))
+	n := st.health.Failed(0, msg)
 	ls.metrics.runs.WithLabelValues(st.Name, result).Inc()
 	ls.log.Warn("background pass failed", "loop", st.Name, "result", result, "consecutive_failures", n,
 		"seconds", d.Seconds(), "err", msg)
@@ -260,62 +232,9 @@ func safeRun(ctx context.Context, f LoopFunc) (err error) {
 }
 
 // LoopHealth is the health of one loop.
-type LoopHealth struct {
-	Name                string     `json:"name"`
-	Healthy             bool       `json:"healthy"`
-	State               string     `json:"state"` // ok, stalled, failing, standby, disabled, starting
-	LastSuccess         *time.Time `json:"last_success,omitempty"`
-	ConsecutiveFailures int64      `json:"consecutive_failures"`
-	LastError           string     `json:"last_error,omitempty"`
-	Running             bool       `json:"running"`
-	Reason              string     `json:"reason,omitempty"`
-}
+type LoopHealth = loophealth.Health
 
-// Health reports every loop. A loop is unhealthy when it has not succeeded within three
-// intervals while active (counted from when it became active if it never succeeded);
-// a loop whose timeout exceeds two intervals gets interval+timeout.
-func (ls *Loops) Health(now time.Time) []LoopHealth {
-	ls.mu.Lock()
-	loops := append([]*loopState(nil), ls.loops...)
-	ls.mu.Unlock()
-	out := make([]LoopHealth, 0, len(loops))
-	for _, st := range loops {
-		h := LoopHealth{Name: st.Name, Healthy: true, State: "ok", ConsecutiveFailures: st.consecutive.Load(), Running: st.running.Load()}
-		if p := st.lastErr.Load(); p != nil {
-			h.LastError = *p
-		}
-		last := st.lastSuccess.Load()
-		if last > 0 {
-			t := time.Unix(0, last)
-			h.LastSuccess = &t
-		}
-		switch {
-		case st.Interval <= 0:
-			h.State = "disabled"
-		case !st.active.Load():
-			h.State = "standby"
-		default:
-			since := time.Unix(0, st.activeSince.Load())
-			if last > 0 && time.Unix(0, last).After(since) {
-				since = time.Unix(0, last)
-			}
-			limit := 3 * st.Interval
-			if alt := st.Interval + st.Timeout; alt > limit {
-				limit = alt // a pass may legitimately take its whole timeout
-			}
-			if now.Sub(since) > limit {
-				h.Healthy = false
-				h.State = "stalled"
-				h.Reason = fmt.Sprintf("no successful pass for %s (limit %s)", now.Sub(since).Round(time.Second), limit)
-				if h.ConsecutiveFailures > 0 {
-					h.State = "failing"
-				}
-			} else if last == 0 {
-				h.State = "starting"
-			}
-		}
-		out = append(out, h)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+// Health reports every loop, sorted by name. A loop is unhealthy when it has not
+// succeeded within three intervals while active (counted from when it became active if
+// it never succeeded); a loop whose timeout exceeds two intervals gets interval+timeout.
+func (ls *Loops) Health(now time.Time) []LoopHealth { return ls.health.Health(now) }

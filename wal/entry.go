@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
 	"github.com/lancectx/lancectx/objstore"
 )
 
@@ -37,7 +38,7 @@ func encodeEntry(s *arrow.Schema, shard string, epoch, seq uint64, recs []arrow.
 	for _, r := range recs {
 		rec := r
 		if !r.Schema().Equal(ws) {
-			rec = project(r, ws)
+			rec = arrowrows.Project(r, ws)
 		} else {
 			rec.Retain()
 		}
@@ -165,7 +166,7 @@ func decodeEntry(key string, buf []byte, target *arrow.Schema) (e *entry, err er
 		}
 		e.recs = append(e.recs, rec)
 		e.rows += rec.NumRows()
-		e.bytes += recordBytes(rec)
+		e.bytes += arrowrows.Bytes(rec)
 	}
 	if err := rd.Err(); err != nil {
 		e.release()

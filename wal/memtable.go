@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lancectx/lancectx/internal/arrowrows"
 )
 
 // memtable holds the rows of WAL entries that are not sealed yet, newest row per key
@@ -79,7 +81,7 @@ func (m *memtable) insert(seq uint64, recs []arrow.RecordBatch, keys [][]string)
 		}
 		m.batches = append(m.batches, mb)
 		m.rows += int64(n)
-		m.bytes += recordBytes(rec)
+		m.bytes += arrowrows.Bytes(rec)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 )
@@ -215,7 +216,7 @@ func liveReader(s *arrow.Schema, v memView) (array.RecordReader, int64, error) {
 		if keep == nil {
 			rec.Retain()
 		} else {
-			sel, err := selectRows(rec, keep)
+			sel, err := arrowrows.Select(rec, keep)
 			if err != nil {
 				for _, r := range recs {
 					r.Release()

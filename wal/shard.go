@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/lance/schema"
 	"github.com/lancectx/lancectx/objstore"
@@ -558,7 +559,7 @@ func (s *Shard) append(ctx context.Context, rec arrow.RecordBatch) (AppendResult
 		return AppendResult{}, fmt.Errorf("%w: key column %q has %d nulls", ErrInvalidBatch, s.opts.KeyColumn, kc.NullN())
 	}
 	req := &appendReq{ctx: ctx, rec: conformed, keys: cloneKeys(kc, s.keyOf), rows: conformed.NumRows(),
-		bytes: recordBytes(conformed), done: make(chan appendDone, 1)}
+		bytes: arrowrows.Bytes(conformed), done: make(chan appendDone, 1)}
 	s.lastActivity.Store(time.Now().UnixNano())
 	select {
 	case s.queue <- req:

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
+	"github.com/lancectx/lancectx/internal/rowkey"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/lance/expr"
 	"github.com/lancectx/lancectx/lance/file"
@@ -529,12 +531,15 @@ func (sn *Snapshot) outputSchema(columns []string) (*arrow.Schema, error) {
 	return arrow.NewSchema(fields, nil), nil
 }
 
-// Get returns the newest row with the given key (one row), or ok == false.
+// Get returns the newest row with the given key (one row), or ok == false. An integer
+// key may be written in any decimal form ("007" is 7).
 func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec arrow.RecordBatch, ok bool, err error) {
 	out, err := sn.outputSchema(columns)
 	if err != nil {
 		return nil, false, err
 	}
+	// The memtable, generation and base indexes all hold keys in the key form.
+	key = rowkey.Canonical(sn.keyType, key)
 	for j := len(sn.mem) - 1; j >= 0; j-- {
 		v := sn.mem[j]
 		if loc, found := v.lookup(key); found {
@@ -560,16 +565,16 @@ func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec 
 		rec, err := sn.readGenRows(ctx, fr, out, uint64(r), uint64(r)+1)
 		return rec, err == nil, err
 	}
-	lit, err := keyLiteral(sn.keyType, key)
+	filter, err := rowkey.Filter(sn.keyColumn, sn.keyType, key)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("wal: %w", err)
 	}
 	names := make([]string, out.NumFields())
 	for i, f := range out.Fields() {
 		names[i] = f.Name
 	}
 	if sn.keyCache != nil {
-		r, found, err := sn.base.LookupKey(ctx, sn.keyCache, sn.keyScope, sn.keyColumn, canonicalKey(sn.keyType, key), names)
+		r, found, err := sn.base.LookupKey(ctx, sn.keyCache, sn.keyScope, sn.keyColumn, key, names)
 		if err != nil || !found {
 			if err != nil {
 				err = fmt.Errorf("wal: read base: %w", err)
@@ -579,7 +584,7 @@ func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec 
 		defer r.Release()
 		return array.NewRecordBatch(out, r.Columns(), 1), true, nil
 	}
-	recs, err := sn.base.Collect(ctx, lance.ScanOptions{Columns: names, Filter: quoteIdent(sn.keyColumn) + " = " + lit, Limit: 1})
+	recs, err := sn.base.Collect(ctx, lance.ScanOptions{Columns: names, Filter: filter, Limit: 1})
 	if err != nil {
 		return nil, false, fmt.Errorf("wal: read base: %w", err)
 	}
@@ -910,12 +915,12 @@ func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 		return nil, nil
 	}
 	if !twoPhase {
-		sel, err := selectRows(rec, keep)
+		sel, err := arrowrows.Select(rec, keep)
 		if err != nil || sel == nil {
 			return nil, err
 		}
 		defer sel.Release()
-		return project(sel, r.out), nil
+		return arrowrows.Project(sel, r.out), nil
 	}
 	// Two-phase: skip by counting keys only; take the rest by row id.
 	ids := rec.Column(rec.Schema().FieldIndices(lance.RowIDColumn)[0]).(*array.Uint64)
@@ -974,12 +979,12 @@ func (r *scanReader) keepRows(rec arrow.RecordBatch, src int32, live func(int) b
 }
 
 func (r *scanReader) emit(rec arrow.RecordBatch, keep []bool) (arrow.RecordBatch, error) {
-	sel, err := selectRows(rec, keep)
+	sel, err := arrowrows.Select(rec, keep)
 	if err != nil || sel == nil {
 		return nil, err
 	}
 	defer sel.Release()
-	return project(sel, r.out), nil
+	return arrowrows.Project(sel, r.out), nil
 }
 
 func (r *scanReader) stepGen() (arrow.RecordBatch, error) {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/internal/loophealth"
 	"github.com/lancectx/lancectx/wal"
 )
 
@@ -17,90 +17,29 @@ import (
 // merge caps; this only catches a wedged store).
 const backgroundMergeTimeout = 10 * time.Minute
 
-// healthIntervals is how many loop intervals without a successful pass make the
-// loop's health check fail.
-const healthIntervals = 3
-
-// loopStatus tracks the background loops for /api/v1/health and the loop metrics.
-type loopStatus struct {
-	now     func() time.Time
-	started time.Time
-
-	mu    sync.Mutex
-	loops map[string]*loopState
-}
-
-type loopState struct {
-	interval    time.Duration
-	lastSuccess time.Time
-	failures    int
-	lastErr     string
-}
-
-func newLoopStatus(now func() time.Time) *loopStatus {
-	return &loopStatus{now: now, started: now(), loops: map[string]*loopState{}}
-}
-
-func (l *loopStatus) register(name string, interval time.Duration) {
-	l.mu.Lock()
-	l.loops[name] = &loopState{interval: interval}
-	l.mu.Unlock()
-}
-
-// ok records a successful pass.
-func (s *Server) loopOK(name string) {
-	now := s.loops.now()
-	s.loops.mu.Lock()
-	st := s.loops.loops[name]
-	st.lastSuccess, st.failures, st.lastErr = now, 0, ""
-	s.loops.mu.Unlock()
-	s.met.loopLastSuccess.WithLabelValues(name).Set(float64(now.UnixNano()) / 1e9)
-	s.met.loopFailures.WithLabelValues(name).Set(0)
-}
+// loopOK records a successful pass of a loop.
+func (s *Server) loopOK(name string) { s.loops.Loop(name).Succeeded() }
 
 // loopFailed records a failed pass; failures, when positive, replaces the count
 // (a loop that reports another component's consecutive failures).
 func (s *Server) loopFailed(name string, failures int, err string) {
-	s.loops.mu.Lock()
-	st := s.loops.loops[name]
-	if failures > 0 {
-		st.failures = failures
-	} else {
-		st.failures++
-	}
-	st.lastErr = err
-	n := st.failures
-	s.loops.mu.Unlock()
-	s.met.loopFailures.WithLabelValues(name).Set(float64(n))
+	s.loops.Loop(name).Failed(int64(failures), err)
 }
 
-// checks reports every loop; one is failing when it has not succeeded within
-// healthIntervals intervals.
-func (l *loopStatus) checks() []api.HealthCheck {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	names := make([]string, 0, len(l.loops))
-	for n := range l.loops {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]api.HealthCheck, 0, len(names))
-	for _, n := range names {
-		st := l.loops[n]
-		c := api.HealthCheck{Name: n + "_loop", Status: api.HealthOK, ConsecutiveFailures: st.failures}
-		since := l.started
-		if !st.lastSuccess.IsZero() {
-			t := st.lastSuccess
-			c.LastSuccess = &t
-			since = t
-		}
-		if limit := healthIntervals * st.interval; now.Sub(since) > limit {
+// loopChecks reports every loop as a health check "<loop>_loop"; one is failing when
+// it has not succeeded within loophealth.Intervals intervals.
+func (s *Server) loopChecks() []api.HealthCheck {
+	hs := s.loops.Health(s.cfg.Now())
+	out := make([]api.HealthCheck, 0, len(hs))
+	for _, h := range hs {
+		c := api.HealthCheck{Name: h.Name + "_loop", Status: api.HealthOK, LastSuccess: h.LastSuccess,
+			ConsecutiveFailures: int(h.ConsecutiveFailures)}
+		if !h.Healthy {
 			c.Status = api.HealthFailing
-			c.Message = fmt.Sprintf("no successful %s pass for %s (limit %s: %d intervals of %s)", n,
-				now.Sub(since).Round(time.Millisecond), limit, healthIntervals, st.interval)
-			if st.lastErr != "" {
-				c.Message += fmt.Sprintf("; %d consecutive failures, last: %s", st.failures, st.lastErr)
+			c.Message = fmt.Sprintf("no successful %s pass for %s (limit %s: %d intervals of %s)", h.Name,
+				h.Age.Round(time.Millisecond), h.Limit, loophealth.Intervals, h.Interval)
+			if h.ConsecutiveFailures > 0 {
+				c.Message += fmt.Sprintf("; %d consecutive failures, last: %s", h.ConsecutiveFailures, h.LastError)
 			}
 		}
 		out = append(out, c)
@@ -109,7 +48,7 @@ func (l *loopStatus) checks() []api.HealthCheck {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	resp := api.HealthResponse{Status: api.HealthOK, WorkerID: s.cfg.WorkerID, Checks: s.loops.checks()}
+	resp := api.HealthResponse{Status: api.HealthOK, WorkerID: s.cfg.WorkerID, Checks: s.loopChecks()}
 	status := http.StatusOK
 	for _, c := range resp.Checks {
 		if c.Status != api.HealthOK {

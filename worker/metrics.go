@@ -28,8 +28,6 @@ type metrics struct {
 	mergeReclaimed   *prometheus.CounterVec
 	mergeSkipped     prometheus.Counter
 	mergeSlotWait    prometheus.Histogram
-	loopLastSuccess  *prometheus.GaugeVec
-	loopFailures     *prometheus.GaugeVec
 	snapshotRetries  prometheus.Counter
 	streamsAborted   *prometheus.CounterVec
 	requestsInFlight prometheus.Gauge
@@ -84,10 +82,6 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help: "Background merges skipped because every merge slot was busy."}),
 		mergeSlotWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rollout_wal_merge_slot_wait_seconds",
 			Help: "Time a requested merge waited for a merge slot.", Buckets: latency}),
-		loopLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "worker_loop_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful pass of each background loop (0: none yet)."}, []string{"loop"}),
-		loopFailures: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "worker_loop_consecutive_failures",
-			Help: "Failed passes of each background loop since its last success."}, []string{"loop"}),
 		snapshotRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_read_snapshot_retries_total",
 			Help: "Reads retried on a new snapshot because a generation of the first one was gone."}),
 		streamsAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_read_streams_aborted_total",
@@ -112,16 +106,12 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		m.mergeOutcomes.WithLabelValues(r, "rollout")
 	}
 	m.mergeReclaimed.WithLabelValues("rollout")
-	for _, l := range []string{loopMerge, loopSeal} {
-		m.loopLastSuccess.WithLabelValues(l)
-		m.loopFailures.WithLabelValues(l)
-	}
 	for _, k := range []string{"list", "arrow", "blob"} {
 		m.streamsAborted.WithLabelValues(k)
 	}
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.appends, m.recordsAppended, m.appendsFlushed, m.appendDuration,
 		m.appendRetries, m.backpressure, m.cacheHits, m.cacheMisses, m.storeOpens, m.storeCloses, m.mergeRequests,
-		m.mergeOutcomes, m.mergeReclaimed, m.mergeSkipped, m.mergeSlotWait, m.loopLastSuccess, m.loopFailures,
+		m.mergeOutcomes, m.mergeReclaimed, m.mergeSkipped, m.mergeSlotWait,
 		m.snapshotRetries, m.streamsAborted, m.requestsInFlight, m.tempSwept)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_stores_resident",
 		Help: "Store handles open in this worker (each holds a WAL shard)."},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/internal/loophealth"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/provider"
@@ -43,7 +44,7 @@ type Server struct {
 
 	// mergeSlots bounds merges running at once (background and requested).
 	mergeSlots chan struct{}
-	loops      *loopStatus
+	loops      *loophealth.Tracker
 
 	stop      chan struct{}
 	loopDone  chan struct{}
@@ -78,9 +79,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.keyCache = lance.NewKeyCache(cfg.KeyCacheBytes)
 	}
 	s.stores = newStores(s)
-	s.loops = newLoopStatus(cfg.Now)
-	s.loops.register(loopMerge, cfg.MergeInterval)
-	s.loops.register(loopSeal, cfg.MergeInterval)
+	s.loops = loophealth.New(loophealth.Options{Subsystem: "worker", Registerer: cfg.Registerer, Now: cfg.Now})
+	for _, l := range []string{loopMerge, loopSeal} {
+		s.loops.Add(l, cfg.MergeInterval, 0).SetActive(true)
+	}
 	s.met = newMetrics(cfg.Registerer, s)
 	s.handler = s.routes()
 	go s.mergeLoop()

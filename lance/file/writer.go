@@ -8,9 +8,9 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lancectx/lancectx/internal/arrowrows"
 	pb "github.com/lancectx/lancectx/lance/format/encodingspb"
 	"github.com/lancectx/lancectx/lance/format/file2pb"
 	"github.com/lancectx/lancectx/lance/format/filepb"
@@ -210,31 +210,13 @@ func maxColumnBytes(rec arrow.RecordBatch) int64 {
 	var widest int64
 	for _, c := range rec.Columns() {
 		d := c.Data()
-		b := dataBytes(d)
+		b := arrowrows.DataBytes(d)
 		if span := int64(d.Offset() + d.Len()); span > int64(d.Len()) {
 			b = b / span * int64(d.Len())
 		}
 		widest = max(widest, b)
 	}
 	return widest
-}
-
-func dataBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	if d.DataType().ID() == arrow.DICTIONARY {
-		if dict, ok := d.(*array.Data); ok && dict.Dictionary() != nil {
-			n += dataBytes(dict.Dictionary())
-		}
-	}
-	return n
 }
 
 func (w *Writer) fail(err error) error {
