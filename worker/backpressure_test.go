@@ -33,7 +33,7 @@ func TestBackpressure(t *testing.T) {
 	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
 		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
 	}
-	if d := diffListing(before, listing(t, tw.dir)); d != "" {
+	if d := writtenSince(before, listing(t, tw.dir)); d != "" {
 		t.Fatalf("a refused append wrote: %s", d)
 	}
 	metrics := string(tw.do("GET", "/metrics", "", nil).body)

@@ -290,6 +290,19 @@ func listing(t testing.TB, dir string) map[string]int64 {
 	return out
 }
 
+// writtenSince lists the objects created or changed between two listings (not the ones
+// removed: a seal that completed before the first listing may still be deleting the WAL
+// entries it covers).
+func writtenSince(before, after map[string]int64) string {
+	var d []string
+	for _, e := range strings.Fields(diffListing(before, after)) {
+		if !strings.HasPrefix(e, "-") {
+			d = append(d, e)
+		}
+	}
+	return strings.Join(d, " ")
+}
+
 func diffListing(before, after map[string]int64) string {
 	var d []string
 	for k, v := range after {
