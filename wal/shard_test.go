@@ -116,14 +116,15 @@ func TestSealAndReplayBoundaries(t *testing.T) {
 		appendRows(t, s, rs...)
 	}
 	// Some memtables sealed by size, the rest is in the memtable.
-	waitFor(t, "the frozen memtables to be sealed", func() bool { return s.Stats().FrozenMemtables == 0 })
-	st1 := s.Stats()
+	// Sealed entries are deleted (after the seal is recorded); only the unsealed ones
+	// remain.
+	var st1 Stats
+	waitFor(t, "the frozen memtables to be sealed and their entries deleted", func() bool {
+		st1 = s.Stats()
+		return st1.FrozenMemtables == 0 && uint64(countKeys(t, st, entriesDir(s.ID()))) == st1.AppliedSeq-st1.SealedThroughSeq
+	})
 	if st1.SealedThroughSeq == 0 || st1.SealedThroughSeq >= st1.AppliedSeq {
 		t.Fatalf("want some but not all entries sealed: %+v", st1)
-	}
-	// Sealed entries are deleted; only the unsealed ones remain.
-	if n := countKeys(t, st, entriesDir(s.ID())); uint64(n) != st1.AppliedSeq-st1.SealedThroughSeq {
-		t.Fatalf("%d entries left, want %d", n, st1.AppliedSeq-st1.SealedThroughSeq)
 	}
 	// A newer value of a key in the memtable shadows the generation.
 	appendRows(t, s, row{id: "k00-000000", n: 1000})

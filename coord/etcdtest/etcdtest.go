@@ -44,6 +44,33 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		t.Fatalf("etcdtest: cluster of %d members", n)
 	}
 	c := &Cluster{}
+	t.Cleanup(c.stopAll)
+	// A free port found by listen-and-close can be taken by another test before etcd
+	// binds it: start again on new ports (and new directories) when that happens.
+	for attempt := 1; ; attempt++ {
+		err := c.startMembers(t, n)
+		if err == nil {
+			break
+		}
+		if attempt >= 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("etcdtest: start cluster: %v", err)
+		}
+		c.stopAll()
+		c.members = nil
+	}
+	for _, m := range c.members {
+		u, _ := url.Parse(m.cfg.ClientURL)
+		p, err := newProxy(u.Host)
+		if err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		m.proxy = p
+	}
+	return c
+}
+
+// startMembers creates n members on free ports and starts them together.
+func (c *Cluster) startMembers(t testing.TB, n int) error {
 	var initial []string
 	token := fmt.Sprintf("etcdtest-%d", time.Now().UnixNano())
 	for i := 0; i < n; i++ {
@@ -63,7 +90,6 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	for _, m := range c.members {
 		m.cfg.InitialCluster = strings.Join(initial, ",")
 	}
-	t.Cleanup(c.stopAll)
 	// Members become ready only once a quorum runs, so start them together.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -71,18 +97,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	for _, m := range c.members {
 		g.Go(func() error { return m.start(ctx) })
 	}
-	if err := g.Wait(); err != nil {
-		t.Fatalf("etcdtest: start cluster: %v", err)
-	}
-	for _, m := range c.members {
-		u, _ := url.Parse(m.cfg.ClientURL)
-		p, err := newProxy(u.Host)
-		if err != nil {
-			t.Fatalf("etcdtest: %v", err)
-		}
-		m.proxy = p
-	}
-	return c
+	return g.Wait()
 }
 
 func (c *Cluster) stopAll() {
