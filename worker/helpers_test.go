@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
@@ -270,6 +272,9 @@ func listing(t testing.TB, dir string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // deleted while walked (a seal finishing its entry deletes)
+		}
 		if err != nil {
 			return err
 		}
@@ -277,6 +282,9 @@ func listing(t testing.TB, dir string) map[string]int64 {
 			return nil
 		}
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
