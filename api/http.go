@@ -93,13 +93,13 @@ func CheckJSONContentType(contentType string) error {
 	}
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
-		return UnsupportedMediaType("malformed Content-Type %s", quoteTrunc(contentType, 100))
+		return UnsupportedMediaType("malformed Content-Type %s", QuoteTrunc(contentType, 100))
 	}
 	if mt != ContentTypeJSON && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
-		return UnsupportedMediaType("unsupported Content-Type %s; this route takes %s", quoteTrunc(mt, 100), ContentTypeJSON)
+		return UnsupportedMediaType("unsupported Content-Type %s; this route takes %s", QuoteTrunc(mt, 100), ContentTypeJSON)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
-		return UnsupportedMediaType("unsupported charset %s; JSON bodies must be UTF-8", quoteTrunc(cs, 40))
+		return UnsupportedMediaType("unsupported charset %s; JSON bodies must be UTF-8", QuoteTrunc(cs, 40))
 	}
 	return nil
 }
@@ -176,7 +176,7 @@ func QueryBool(q url.Values, name string, def bool) (bool, error) {
 	case "0", "false":
 		return false, nil
 	}
-	return false, InvalidRequest("query parameter %s=%s is not a boolean (use true or false)", name, quoteTrunc(vals[0], 40))
+	return false, InvalidRequest("query parameter %s=%s is not a boolean (use true or false)", name, QuoteTrunc(vals[0], 40))
 }
 
 // QueryInt parses an integer query parameter within [lo, hi]; absent or empty gives
@@ -194,7 +194,7 @@ func QueryInt(q url.Values, name string, def, lo, hi int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(vals[0], 10, 64)
 	if err != nil {
-		return 0, InvalidRequest("query parameter %s=%s is not an integer", name, quoteTrunc(vals[0], 40))
+		return 0, InvalidRequest("query parameter %s=%s is not an integer", name, QuoteTrunc(vals[0], 40))
 	}
 	if n < lo || n > hi {
 		return 0, InvalidRequest("query parameter %s=%d is out of range (%d to %d)", name, n, lo, hi)

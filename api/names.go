@@ -25,7 +25,7 @@ func ValidateName(name string) error {
 		return InvalidRequest("store name is empty")
 	}
 	if len(name) > MaxNameLen {
-		return InvalidRequest("store name %s is %d bytes long; the limit is %d", quoteTrunc(name, 32), len(name), MaxNameLen)
+		return InvalidRequest("store name %s is %d bytes long; the limit is %d", QuoteTrunc(name, 32), len(name), MaxNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -33,21 +33,21 @@ func ValidateName(name string) error {
 			i > 0 && (c == '.' || c == '-')
 		if !ok {
 			if i == 0 && (c == '.' || c == '-') {
-				return InvalidRequest("store name %s must start with a letter, digit or '_'", quoteTrunc(name, 64))
+				return InvalidRequest("store name %s must start with a letter, digit or '_'", QuoteTrunc(name, 64))
 			}
 			return InvalidRequest("store name %s: %s at byte %d is not allowed; use letters, digits, '.', '-' and '_'",
-				quoteTrunc(name, 64), describeNameByte(c), i)
+				QuoteTrunc(name, 64), describeNameByte(c), i)
 		}
 	}
 	if strings.Contains(name, "..") {
-		return InvalidRequest("store name %s must not contain \"..\"", quoteTrunc(name, 64))
+		return InvalidRequest("store name %s must not contain \"..\"", QuoteTrunc(name, 64))
 	}
 	if strings.HasSuffix(name, ".") {
-		return InvalidRequest("store name %s must not end with '.'", quoteTrunc(name, 64))
+		return InvalidRequest("store name %s must not end with '.'", QuoteTrunc(name, 64))
 	}
 	for _, r := range reservedNames {
 		if strings.EqualFold(name, r) {
-			return InvalidRequest("store name %s is reserved", quoteTrunc(name, 64))
+			return InvalidRequest("store name %s is reserved", QuoteTrunc(name, 64))
 		}
 	}
 	return nil

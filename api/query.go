@@ -21,7 +21,7 @@ func Query(r *http.Request, accepted ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, InvalidRequest("the query string is malformed (%s); percent-encode '%%', ';' and other reserved characters in values",
-			quoteTrunc(err.Error(), 120))
+			QuoteTrunc(err.Error(), 120))
 	}
 	return q, CheckQuery(q, accepted...)
 }
@@ -42,7 +42,7 @@ func CheckQuery(q url.Values, accepted ...string) error {
 	slices.Sort(unknown)
 	named := make([]string, 0, min(len(unknown), maxUnknownNamed))
 	for _, n := range unknown[:min(len(unknown), maxUnknownNamed)] {
-		named = append(named, quoteTrunc(n, 40))
+		named = append(named, QuoteTrunc(n, 40))
 	}
 	what := "unknown query parameter " + named[0]
 	if len(unknown) > 1 {

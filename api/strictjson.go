@@ -505,17 +505,17 @@ func (s *scanner) object(sh *shape) *JSONError {
 		case kStruct:
 			f, ok := sh.fields[string(key)]
 			if !ok {
-				return s.semanticAt(keyStart, fmt.Sprintf("unknown field %s", quoteTrunc(string(key), 64)))
+				return s.semanticAt(keyStart, fmt.Sprintf("unknown field %s", QuoteTrunc(string(key), 64)))
 			}
 			if seenMore != nil {
 				if seenMore[f.idx] {
-					return s.semanticAt(keyStart, fmt.Sprintf("duplicate key %s", quoteTrunc(string(key), 64)))
+					return s.semanticAt(keyStart, fmt.Sprintf("duplicate key %s", QuoteTrunc(string(key), 64)))
 				}
 				seenMore[f.idx] = true
 			} else {
 				bit := uint64(1) << uint(f.idx)
 				if seen&bit != 0 {
-					return s.semanticAt(keyStart, fmt.Sprintf("duplicate key %s", quoteTrunc(string(key), 64)))
+					return s.semanticAt(keyStart, fmt.Sprintf("duplicate key %s", QuoteTrunc(string(key), 64)))
 				}
 				seen |= bit
 			}
@@ -545,7 +545,7 @@ func (s *scanner) object(sh *shape) *JSONError {
 				}
 			}
 			if dup {
-				return s.semanticAt(keyStart, fmt.Sprintf("duplicate key %s", quoteTrunc(string(key), 64)))
+				return s.semanticAt(keyStart, fmt.Sprintf("duplicate key %s", QuoteTrunc(string(key), 64)))
 			}
 		}
 		s.path = append(s.path, pathElem{key: key, isKey: true})
@@ -719,7 +719,7 @@ func hex4(d []byte, i int) (rune, bool) {
 func (s *scanner) literal(word string) *JSONError {
 	if !bytes.HasPrefix(s.data[s.pos:], []byte(word)) {
 		end := min(s.pos+len(word), len(s.data))
-		return s.syntaxAt(s.pos, fmt.Sprintf("invalid literal %s (expected %s)", quoteTrunc(string(s.data[s.pos:end]), 16), word))
+		return s.syntaxAt(s.pos, fmt.Sprintf("invalid literal %s (expected %s)", QuoteTrunc(string(s.data[s.pos:end]), 16), word))
 	}
 	s.pos += len(word)
 	return nil
@@ -836,7 +836,7 @@ func formatPath(p []pathElem) string {
 			continue
 		}
 		b.WriteByte('[')
-		b.WriteString(quoteTrunc(string(e.key), 64))
+		b.WriteString(QuoteTrunc(string(e.key), 64))
 		b.WriteByte(']')
 	}
 	return b.String()
@@ -854,9 +854,9 @@ func isIdent(k []byte) bool {
 	return true
 }
 
-// quoteTrunc quotes s for a message, shortened to about n bytes so a hostile
-// megabyte-long key does not end up in a response or a log line.
-func quoteTrunc(s string, n int) string {
+// QuoteTrunc quotes s for a message, shortened to about n bytes (on a rune boundary)
+// so a hostile megabyte-long value does not end up in a response or a log line.
+func QuoteTrunc(s string, n int) string {
 	if len(s) <= n {
 		return strconv.Quote(s)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/rollout"
@@ -43,7 +42,7 @@ func DecodeAppendRequest(r *http.Request, opts rollout.DecodeOptions) ([]rollout
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return nil, api.UnsupportedMediaType("malformed Content-Type %s", quoteTrunc(ct, 100))
+		return nil, api.UnsupportedMediaType("malformed Content-Type %s", api.QuoteTrunc(ct, 100))
 	}
 	switch mt {
 	case api.ContentTypeJSON:
@@ -61,7 +60,7 @@ func DecodeAppendRequest(r *http.Request, opts rollout.DecodeOptions) ([]rollout
 		}
 		return decodeAppendMultipart(r.Body, boundary, opts)
 	}
-	return nil, api.UnsupportedMediaType("unsupported Content-Type %s; use %s or %s", quoteTrunc(mt, 100), api.ContentTypeJSON, api.ContentTypeMultipart)
+	return nil, api.UnsupportedMediaType("unsupported Content-Type %s; use %s or %s", api.QuoteTrunc(mt, 100), api.ContentTypeJSON, api.ContentTypeMultipart)
 }
 
 func decodeAppendJSON(r io.Reader, sizeHint int64, opts rollout.DecodeOptions) ([]rollout.AddRecord, error) {
@@ -232,7 +231,7 @@ func partLabel(p *multipart.Part) string {
 	if p.FormName() == "" {
 		return "without a form-data name"
 	}
-	return quoteTrunc(p.FormName(), 64)
+	return api.QuoteTrunc(p.FormName(), 64)
 }
 
 // checkPartEncoding refuses transfer encodings: a part is taken byte for byte, and a
@@ -243,7 +242,7 @@ func checkPartEncoding(p *multipart.Part) error {
 	case "", "binary", "8bit", "7bit":
 		return nil
 	}
-	return api.InvalidRequest("multipart part %s: Content-Transfer-Encoding %s is not supported; send raw bytes", partLabel(p), quoteTrunc(cte, 32))
+	return api.InvalidRequest("multipart part %s: Content-Transfer-Encoding %s is not supported; send raw bytes", partLabel(p), api.QuoteTrunc(cte, 32))
 }
 
 var errPartTooLarge = errors.New("worker: multipart part over the limit")
@@ -322,17 +321,5 @@ func multipartErr(err error, opts rollout.DecodeOptions) error {
 		return api.InvalidRequest("malformed multipart body: it ends before the closing boundary").WithCause(err)
 	}
 	msg := strings.TrimPrefix(err.Error(), "multipart: ")
-	return api.InvalidRequest("malformed multipart body: %s", fmt.Sprint(quoteTrunc(msg, 120))).WithCause(err)
-}
-
-// quoteTrunc quotes s for an error message, cut to at most n bytes on a rune boundary.
-func quoteTrunc(s string, n int) string {
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return fmt.Sprintf("%q...", s[:cut])
-	}
-	return fmt.Sprintf("%q", s)
+	return api.InvalidRequest("malformed multipart body: %s", fmt.Sprint(api.QuoteTrunc(msg, 120))).WithCause(err)
 }
