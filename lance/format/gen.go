@@ -6,4 +6,4 @@
 //	go generate ./lance/format
 package format
 
-//go:generate protoc -I . --go_out=. --go_opt=module=github.com/lancectx/lancectx/lance/format file.proto file2.proto encodings_v2_0.proto table.proto transaction.proto
+//go:generate protoc -I . --go_out=. --go_opt=module=github.com/lancectx/lancectx/lance/format file.proto file2.proto encodings_v2_0.proto encodings_v2_1.proto table.proto transaction.proto
