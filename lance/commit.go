@@ -167,6 +167,12 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		if err != nil {
 			return nil, err
 		}
+		if err := assignRowIDs(cur, next); err != nil {
+			return nil, err
+		}
+		if err := maintainIndices(txn, next); err != nil {
+			return nil, fmt.Errorf("%s: %w", op.name(), err)
+		}
 		m := next.Manifest
 		m.Version = max(opts.firstVersion, 1)
 		if cur != nil {
