@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"time"
 
@@ -167,6 +168,12 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		if err != nil {
 			return nil, err
 		}
+		// Lance keeps fragments in id order (its compaction planner relies on it: a
+		// rewrite of fragments out of order makes Lance 8 panic), and so do we: a
+		// compaction's new fragments, with the highest ids, go to the end.
+		sort.SliceStable(next.Manifest.Fragments, func(i, j int) bool {
+			return next.Manifest.Fragments[i].GetId() < next.Manifest.Fragments[j].GetId()
+		})
 		if err := assignRowIDs(cur, next); err != nil {
 			return nil, err
 		}

@@ -411,3 +411,28 @@ func TestStableRowIDsInExternalFilesAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCompactionKeepsFragmentsInIDOrder: the new fragments of a rewrite go after the
+// fragments it left alone, as Lance orders them (its compaction planner assumes it).
+func TestCompactionKeepsFragmentsInIDOrder(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	ds, err := WriteStore(ctx, st, reader(testRows(0, 20)), WriteOptions{MaxRowsPerFile: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, err = ds.Append(ctx, reader(testRows(20, 200)), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ds, res, err := ds.Compact(ctx, CompactOptions{TargetRowsPerFragment: 100})
+	if err != nil || res.FragmentsAdded != 1 {
+		t.Fatalf("compact %+v %v", res, err)
+	}
+	var got []uint64
+	for _, f := range ds.Fragments() {
+		got = append(got, f.GetId())
+	}
+	if !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("fragments %v, want [2 3]", got)
+	}
+}

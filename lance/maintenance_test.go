@@ -482,5 +482,6 @@ func TestCompactionMaxFragmentsBoundsAPass(t *testing.T) {
 	if passes != 3 || len(ds.Fragments()) != 1 {
 		t.Fatalf("%d passes, %d fragments left", passes, len(ds.Fragments()))
 	}
-	equalIDs(t, ids(t, ds, ""), want)
+	// Fragments stay in id order, so rewritten rows move to the end of the table.
+	equalIDs(t, sortedInts(ids(t, ds, "")), sortedInts(want))
 }
