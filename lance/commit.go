@@ -177,7 +177,7 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		if err := assignRowIDs(cur, next); err != nil {
 			return nil, err
 		}
-		if err := maintainIndices(txn, next); err != nil {
+		if err := maintainIndices(txn, cur, next); err != nil {
 			return nil, fmt.Errorf("%s: %w", op.name(), err)
 		}
 		m := next.Manifest
@@ -269,12 +269,21 @@ func updateMaxFragmentID(m *tablepb.Manifest) {
 	}
 }
 
-// nextFragmentID is the first unused fragment id of m.
+// nextFragmentID is the first unused fragment id of m: past max_fragment_id and past
+// every fragment present (a manifest of an old writer may lack max_fragment_id). A
+// reused id would be taken for the removed fragment an index's bitmap still names.
 func nextFragmentID(m *tablepb.Manifest) uint64 {
-	if m == nil || m.MaxFragmentId == nil {
+	if m == nil {
 		return 0
 	}
-	return uint64(m.GetMaxFragmentId()) + 1
+	next := uint64(0)
+	if m.MaxFragmentId != nil {
+		next = uint64(m.GetMaxFragmentId()) + 1
+	}
+	for _, f := range m.GetFragments() {
+		next = max(next, f.GetId()+1)
+	}
+	return next
 }
 
 // cloneBase starts the next manifest from base: same schema, fragments, config, metadata,

@@ -2,6 +2,7 @@ package lance
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -126,10 +127,31 @@ func isVectorIndex(im *tablepb.IndexMetadata) bool {
 }
 
 // maintainIndices applies the index rules of reference/lance-format.md section 2.6 to the
-// manifest an operation built (see the package comment on indices above).
-func maintainIndices(txn *tablepb.Transaction, next *manifestFile) error {
+// manifest an operation built from cur (nil when creating; see the package comment on
+// indices above).
+func maintainIndices(txn *tablepb.Transaction, cur, next *manifestFile) error {
 	if len(next.Indices.GetIndices()) == 0 {
 		return nil
+	}
+	if cur != nil {
+		// A fragment id this commit hands out for the first time must be in no index's
+		// bitmap, or LanceDB would take the new rows for indexed ones.
+		first := nextFragmentID(cur.Manifest)
+		for _, im := range next.Indices.GetIndices() {
+			if im.GetName() == fragReuseIndexName {
+				continue
+			}
+			bm, err := fragmentBitmap(im)
+			if err != nil {
+				return err
+			}
+			for _, f := range next.Manifest.GetFragments() {
+				if f.GetId() >= first && f.GetId() <= math.MaxUint32 && bm.Contains(uint32(f.GetId())) {
+					return corruptf("", "index %q covers fragment %d, an id version %d never used: its max_fragment_id is below the ids its indices name",
+						im.GetName(), f.GetId(), cur.Manifest.GetVersion())
+				}
+			}
+		}
 	}
 	switch op := txn.GetOperation().(type) {
 	case *tablepb.Transaction_Delete_, *tablepb.Transaction_Update_, *tablepb.Transaction_Merge_, *tablepb.Transaction_Project_:

@@ -436,3 +436,24 @@ func TestCompactionKeepsFragmentsInIDOrder(t *testing.T) {
 		t.Fatalf("fragments %v, want [2 3]", got)
 	}
 }
+
+// TestNewFragmentsNeverTakeIndexedIDs: new fragments get ids past every fragment even
+// when max_fragment_id is missing, and a commit that would still hand out an id an index
+// names (max_fragment_id below the indices' ids) is refused.
+func TestNewFragmentsNeverTakeIndexedIDs(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	ds, err := WriteStore(ctx, st, reader(testRows(0, 20)), WriteOptions{MaxRowsPerFile: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &tablepb.Manifest{Fragments: []*tablepb.DataFragment{{Id: 0}, {Id: 4}}}
+	if got := nextFragmentID(old); got != 5 {
+		t.Fatalf("next fragment id %d without max_fragment_id, want 5", got)
+	}
+	// An index naming fragment 2, which never existed.
+	ds = mustEdit(t, ds, addIndices(testIndex("id_idx", 0, false, 1, 0, 1, 2)))
+	if _, err := ds.Append(ctx, reader(testRows(20, 5)), WriteOptions{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("append whose fragment id an index names: %v, want a corruption error", err)
+	}
+}
