@@ -457,3 +457,29 @@ func TestNewFragmentsNeverTakeIndexedIDs(t *testing.T) {
 		t.Fatalf("append whose fragment id an index names: %v, want a corruption error", err)
 	}
 }
+
+// TestStableRowIDsCommitFiles: fragments added by CommitFiles get row ids too.
+func TestStableRowIDsCommitFiles(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	ds, err := WriteStore(ctx, st, reader(testRows(0, 10)), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds = makeStable(t, ds)
+	info, err := WriteDataFile(ctx, st, dataDir+"extra.lance", ds.Schema(), reader(testRows(10, 4)), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, err = ds.CommitFiles(ctx, FilesCommit{Files: []NamedDataFile{{Path: "extra.lance", DataFileInfo: info}},
+		Delete: map[uint64]*roaring.Bitmap{0: roaring.BitmapOf(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	byKey := rowIDsByKey(t, ds)
+	if ds.Manifest().GetNextRowId() != 14 || byKey[10] != 10 || byKey[13] != 13 || byKey[9] != 9 {
+		t.Fatalf("next_row_id %d, ids %v", ds.Manifest().GetNextRowId(), byKey)
+	}
+	if _, ok := byKey[2]; ok {
+		t.Fatal("deleted row 2 is still there")
+	}
+}
