@@ -4,6 +4,8 @@
 //
 // A *Dataset is an immutable snapshot of one version: every method that commits returns
 // a new *Dataset and leaves the receiver unchanged, so readers never wait on writers.
+// Commits keep fragments in id order, as Lance does (its compaction relies on it), so
+// compacted rows move to the end of the table order.
 //
 // # Indices
 //
@@ -13,7 +15,8 @@
 //
 //   - All commits copy the index section forward. Appended fragments are simply not in
 //     an index's fragment bitmap: LanceDB searches them without the index and counts
-//     them as unindexed rows.
+//     them as unindexed rows. New fragments get ids past every id ever used; a commit
+//     that would still hand out an id an index names is refused (ErrCorrupt).
 //   - Delete and merge-insert hide rows with deletion files and drop emptied fragments;
 //     fragment bitmaps never change (LanceDB intersects them with the live fragments and
 //     filters deleted rows from index results). As Lance does, a vector index left

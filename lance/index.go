@@ -12,27 +12,13 @@ import (
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 )
 
-// Indices (reference/lance-format.md section 2.6). LanceDB builds them; lancectx never
-// reads or writes index files, whose content (index_details, files) is opaque to it. It
-// keeps every index valid by only ever doing what leaves an index's answers right:
-//
-//   - Every commit copies the index section forward (cloneBase), so an append leaves the
-//     indices covering exactly the fragments they covered; LanceDB searches the new
-//     fragments without the index (flat) and reports them as unindexed rows.
-//   - A delete only adds deletion files (and drops emptied fragments): an index's
-//     fragment bitmap is immutable, LanceDB intersects it with the live fragments and
-//     filters deleted rows out of index results. As Lance does after a delete or update,
-//     an index left covering no live fragment is dropped if it is a vector index
-//     (retainRelevantIndices).
-//   - Compaction never rewrites a fragment any index covers: its rows keep their
-//     addresses (or row ids), so the index stays exact. Only unindexed fragments are
-//     merged. A rewrite that finds one of its fragments indexed when it commits (LanceDB
-//     built an index meanwhile) is recomputed without it.
-//   - Cleanup keeps the _indices/{uuid}/ directory of every index any retained version
-//     lists.
-//
-// Remapping an index (what Lance's own compaction does) would mean rewriting its files,
-// which lancectx does not understand; it does not try.
+// Indices (reference/lance-format.md section 2.6) are LanceDB's: lancectx never reads or
+// writes index files, whose content (index_details, files) is opaque to it. The policy
+// that keeps every index correct through lancectx's writes is in the package docs
+// (doc.go); this file holds its rules: listing indices, what a commit keeps
+// (maintainIndices), and which fragments compaction must leave alone
+// (indexedFragments). Remapping an index, as Lance's own compaction does, would mean
+// rewriting its files; lancectx does not try.
 
 // fragReuseIndexName is Lance's system index recording compaction remaps deferred with
 // defer_index_remap; Lance's index retention never drops it.
