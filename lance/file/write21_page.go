@@ -1,0 +1,527 @@
+package file
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"github.com/lancectx/lancectx/lance/compress"
+	pb "github.com/lancectx/lancectx/lance/format/encodings21pb"
+)
+
+// Page layouts (lance-format.md §3.3), chosen per page the way LanceDB's 2.1 writer
+// does:
+//
+//   - every value of the page null (or no value at all: only null/empty lists): the
+//     all-null layout, without buffers for a simple nullable column, with the raw u16
+//     repetition and definition levels otherwise;
+//   - values under 256 bytes (max length; dictionary pages always): mini-block, values
+//     compressed in chunks of a few KiB that also carry the chunk's levels;
+//   - wider values (vectors of 64+ float32s, long strings): full-zip, every value
+//     stored whole behind its control word (repetition and definition levels packed in
+//     1, 2 or 4 bytes), with a repetition index of each row's byte offset.
+//
+// Before mini-block, utf8/binary pages are dictionary-encoded when Lance's size
+// estimate says the dictionary pays (few distinct values).
+
+const (
+	// miniblockMaxValueBytes is the value size from which pages go full-zip.
+	miniblockMaxValueBytes = 256
+	// miniblockMaxChunkBytes bounds a serialized chunk (its size is stored as a count
+	// of 8-byte words in 12 bits).
+	miniblockMaxChunkBytes = 32 * 1024
+	miniblockFill          = 0xFE
+	// dictMinValues: pages with fewer values are never dictionary-encoded.
+	dictMinValues = 100
+	// dictMaxRatio: a dictionary is used when its estimated size is below this share
+	// of the plain size.
+	dictMaxRatio = 0.8
+)
+
+// errChunkTooBig: the page's levels do not fit mini-block chunks (a run of many empty
+// or null lists); the page is written full-zip instead.
+var errChunkTooBig = errors.New("mini-block chunk too big")
+
+// flushLeaf21 writes the pending page of lf, if any.
+func (w *Writer) flushLeaf21(lf *leaf21) error {
+	if lf.rows == 0 {
+		return nil
+	}
+	err := w.encodePage21(lf)
+	lf.reset()
+	return err
+}
+
+func (w *Writer) encodePage21(lf *leaf21) error {
+	lv, err := lf.computeLevels()
+	if err != nil {
+		return err
+	}
+	values := lf.entries()
+	hasValue := false
+	for i := 0; i < lv.slots && !hasValue; i++ {
+		hasValue = lv.alive(i) && (lv.def == nil || lv.def[i] == 0)
+	}
+	if !hasValue {
+		return w.writeAllNull21(lf, lv)
+	}
+	switch lf.kind {
+	case leaf21Var:
+		if idx, items, ok := dictionaryEncode(lf.offsets, lf.data, lf.offsetBits/8); ok {
+			mb := compress.EncodeMiniBlockFixed(idx, lf.offsetBits, values)
+			enc, blk, err := compress.EncodeVariableBlock(items.offsets, items.data, lf.offsetBits)
+			if err != nil {
+				return err
+			}
+			return w.writeMiniBlock21(lf, lv, mb, &dictPage{enc: enc, block: blk, items: uint64(len(items.offsets) - 1)})
+		}
+		if maxLen(lf.offsets) < miniblockMaxValueBytes {
+			mb, err := compress.EncodeMiniBlockVariable(lf.offsets, lf.data, lf.offsetBits, lf.text)
+			if err != nil {
+				return err
+			}
+			if err := w.writeMiniBlock21(lf, lv, mb, nil); !errors.Is(err, errChunkTooBig) {
+				return err
+			}
+		}
+		return w.writeFullZip21(lf, lv)
+	case leaf21Dict:
+		mb := compress.EncodeMiniBlockFixed(lf.values, 8*lf.width, values)
+		enc, blk, err := compress.EncodeVariableBlock(lf.offsets, lf.data, lf.offsetBits)
+		if err != nil {
+			return err
+		}
+		return w.writeMiniBlock21(lf, lv, mb, &dictPage{enc: enc, block: blk, items: uint64(len(lf.offsets) - 1)})
+	case leaf21Bool:
+		return w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.bools.bytes(), 1, values), nil)
+	case leaf21FSL:
+		if lf.width*lf.dim < miniblockMaxValueBytes {
+			items := lf.values
+			bitsPerItem := 8 * lf.width
+			if lf.width == 0 {
+				items, bitsPerItem = lf.bools.bytes(), 1
+			}
+			var iv []byte
+			if lf.itemValidUsed {
+				iv = lf.itemValid.bytes()
+			}
+			err := w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFSL(items, iv, bitsPerItem, lf.dim, values), nil)
+			if !errors.Is(err, errChunkTooBig) {
+				return err
+			}
+		}
+		return w.writeFullZip21(lf, lv)
+	}
+	if lf.width < miniblockMaxValueBytes {
+		err := w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.values, 8*lf.width, values), nil)
+		if !errors.Is(err, errChunkTooBig) {
+			return err
+		}
+	}
+	return w.writeFullZip21(lf, lv)
+}
+
+func maxLen(offsets []uint64) uint64 {
+	var m uint64
+	for i := 1; i < len(offsets); i++ {
+		m = max(m, offsets[i]-offsets[i-1])
+	}
+	return m
+}
+
+// varValues is variable-width values as offsets into data.
+type varValues struct {
+	offsets []uint64
+	data    []byte
+}
+
+// dictionaryEncode applies LanceDB's choice for a variable-width page: at least 100
+// values and an estimated dictionary-encoded size (distinct values, their offsets and
+// one offset-wide index per value) below 80% of the plain size (values and offsets).
+// w is the offset width (4 or 8 bytes), also the width of the indices, as in Lance. It
+// returns the indices (little-endian) and the distinct values in first-seen order.
+func dictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, varValues, bool) {
+	n := len(offsets) - 1
+	if n < dictMinValues {
+		return nil, varValues{}, false
+	}
+	total := float64(offsets[n] + uint64(w*(n+1)))
+	avg := float64(offsets[n]) / float64(n)
+	// Give up counting once the dictionary cannot win any more.
+	fw := float64(w)
+	limit := int((dictMaxRatio*total-float64(n*w))/(avg+fw)) + 1
+	if limit <= 0 {
+		return nil, varValues{}, false
+	}
+	index := make(map[string]uint32, min(limit, 1024))
+	idx := make([]byte, 0, w*n)
+	items := varValues{offsets: []uint64{0}}
+	for i := 0; i < n; i++ {
+		v := data[offsets[i]:offsets[i+1]]
+		k, ok := index[string(v)]
+		if !ok {
+			if len(index) >= limit {
+				return nil, varValues{}, false
+			}
+			k = uint32(len(index))
+			index[string(v)] = k
+			items.data = append(items.data, v...)
+			items.offsets = append(items.offsets, uint64(len(items.data)))
+		}
+		idx = appendUint(idx, uint64(k), w)
+	}
+	card := float64(len(index))
+	est := card*avg + card*fw + float64(n*w)
+	if est/total >= dictMaxRatio {
+		return nil, varValues{}, false
+	}
+	return idx, items, true
+}
+
+// dictPage is the dictionary of a dictionary-encoded mini-block page.
+type dictPage struct {
+	enc   *pb.CompressiveEncoding
+	block []byte
+	items uint64
+}
+
+// chunkLevels returns how many levels belong to each chunk: the levels up to and
+// including the chunk's last value (dead slots before a value go with it), the last
+// chunk also taking the trailing dead slots.
+func chunkLevels(lv *levels21, chunks []compress.EncodedChunk) []int {
+	out := make([]int, len(chunks))
+	if lv.dead == nil {
+		for i, c := range chunks {
+			out[i] = c.N
+		}
+		return out
+	}
+	pos := 0
+	for i, c := range chunks {
+		if i == len(chunks)-1 {
+			out[i] = lv.slots - pos
+			break
+		}
+		start := pos
+		for taken := 0; taken < c.N; pos++ {
+			if !lv.dead[pos] {
+				taken++
+			}
+		}
+		out[i] = pos - start
+	}
+	return out
+}
+
+// repetitionIndex builds the mini-block repetition index: per chunk, the rows that
+// finish in it and the levels left over after its last finished row (0 when the next
+// chunk starts a new row, or for the last chunk).
+func repetitionIndex(rep []uint16, maxRep uint16, counts []int) []byte {
+	out := make([]byte, 0, 16*len(counts))
+	pos := 0
+	for i, c := range counts {
+		chunk := rep[pos : pos+c]
+		pos += c
+		rows, last := 0, -1
+		for j, r := range chunk {
+			if r == maxRep {
+				if j > 0 {
+					rows++
+				}
+				last = j
+			}
+		}
+		var leftovers int
+		switch {
+		case i == len(counts)-1:
+			rows++
+		case rep[pos] == maxRep:
+			// The next chunk starts a row: this chunk's last row finishes here.
+			rows++
+		case last >= 0:
+			leftovers = c - last
+		default:
+			leftovers = c
+		}
+		out = binary.LittleEndian.AppendUint64(out, uint64(rows))
+		out = binary.LittleEndian.AppendUint64(out, uint64(leftovers))
+	}
+	return out
+}
+
+func pad8(b []byte, fill byte) []byte {
+	for len(b)%8 != 0 {
+		b = append(b, fill)
+	}
+	return b
+}
+
+// writeMiniBlock21 serializes a mini-block page: chunk metadata (one u16 per chunk:
+// 8-byte words minus one << 4 | log2 of the value count, 0 for the last chunk), the
+// chunks ([u16 levels][u16 rep size][u16 def size][u16 per value buffer], padding, then
+// the rep, def and value buffers, each padded to 8 bytes), the dictionary, and the
+// repetition index when the column repeats.
+func (w *Writer) writeMiniBlock21(lf *leaf21, lv *levels21, mb *compress.EncodedMiniBlock, dict *dictPage) error {
+	counts := chunkLevels(lv, mb.Chunks)
+	var repEnc, defEnc *pb.CompressiveEncoding
+	var repBufs, defBufs [][]byte
+	if lv.rep != nil {
+		repEnc, repBufs = compress.EncodeLevels(lv.rep, counts)
+	}
+	if lv.def != nil {
+		defEnc, defBufs = compress.EncodeLevels(lv.def, counts)
+	}
+	meta := make([]byte, 0, 2*len(mb.Chunks))
+	var data []byte
+	for i, c := range mb.Chunks {
+		start := len(data)
+		levels := 0
+		if lv.rep != nil || lv.def != nil {
+			levels = counts[i]
+		}
+		if levels > 0xFFFF {
+			return errChunkTooBig
+		}
+		data = binary.LittleEndian.AppendUint16(data, uint16(levels))
+		var parts [][]byte
+		if repBufs != nil {
+			parts = append(parts, repBufs[i])
+		}
+		if defBufs != nil {
+			parts = append(parts, defBufs[i])
+		}
+		parts = append(parts, c.Buffers...)
+		for _, p := range parts {
+			if len(p) > 0xFFFF {
+				return errChunkTooBig
+			}
+			data = binary.LittleEndian.AppendUint16(data, uint16(len(p)))
+		}
+		data = pad8(data, miniblockFill)
+		for _, p := range parts {
+			data = pad8(append(data, p...), miniblockFill)
+		}
+		size := len(data) - start
+		if size > miniblockMaxChunkBytes {
+			return errChunkTooBig
+		}
+		logN := 0
+		if i < len(mb.Chunks)-1 {
+			logN = bits.TrailingZeros(uint(c.N))
+		}
+		meta = binary.LittleEndian.AppendUint16(meta, uint16((size/8-1)<<4|logN))
+	}
+	layout := &pb.MiniBlockLayout{
+		RepCompression:   repEnc,
+		DefCompression:   defEnc,
+		ValueCompression: mb.Encoding,
+		Layers:           lv.layers,
+		NumBuffers:       uint64(mb.NumBuffers),
+		NumItems:         uint64(lf.entries()),
+	}
+	bufs := [][]byte{meta, data}
+	if dict != nil {
+		layout.Dictionary = dict.enc
+		layout.NumDictionaryItems = dict.items
+		bufs = append(bufs, dict.block)
+	}
+	if lv.rep != nil {
+		layout.RepetitionIndexDepth = 1
+		bufs = append(bufs, repetitionIndex(lv.rep, lv.maxRep, counts))
+	}
+	return w.writePage21(lf.col, lf.rows, lf.pageRow, &pb.PageLayout{Layout: &pb.PageLayout_MiniBlockLayout{MiniBlockLayout: layout}}, bufs...)
+}
+
+// writeAllNull21 writes a page whose values are all null: no buffers for a nullable
+// top-level column, otherwise the raw u16 repetition and definition levels (empty
+// buffers when absent).
+func (w *Writer) writeAllNull21(lf *leaf21, lv *levels21) error {
+	layout := &pb.ConstantLayout{Layers: lv.layers}
+	page := &pb.PageLayout{Layout: &pb.PageLayout_ConstantLayout{ConstantLayout: layout}}
+	if len(lf.layers) == 1 && lv.rep == nil {
+		layout.Layers = []pb.RepDefLayer{pb.RepDefLayer_REPDEF_NULLABLE_ITEM}
+		return w.writePage21(lf.col, lf.rows, lf.pageRow, page)
+	}
+	u16 := func(l []uint16) []byte {
+		out := make([]byte, 0, 2*len(l))
+		for _, v := range l {
+			out = binary.LittleEndian.AppendUint16(out, v)
+		}
+		return out
+	}
+	return w.writePage21(lf.col, lf.rows, lf.pageRow, page, u16(lv.rep), u16(lv.def))
+}
+
+// byteWidth is the width Lance's byte packer picks for integers up to max: 0, 1, 2, 4
+// or 8 bytes.
+func byteWidth(max uint64) int {
+	switch {
+	case max == 0:
+		return 0
+	case max <= 0xFF:
+		return 1
+	case max <= 0xFFFF:
+		return 2
+	case max <= 0xFFFFFFFF:
+		return 4
+	}
+	return 8
+}
+
+func appendUint(b []byte, v uint64, width int) []byte {
+	switch width {
+	case 1:
+		return append(b, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(b, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(b, uint32(v))
+	case 8:
+		return binary.LittleEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+// writeFullZip21 serializes a full-zip page: per slot its control word (repetition
+// level << definition bits | definition level, in 1, 2 or 4 bytes, absent without
+// levels) followed, for a slot carrying a value, by the value (fixed width) or its
+// length and bytes (variable width; nulls store no length). Buffer 1, the repetition
+// index, holds the byte offset of every row start plus the end, byte-packed; fixed-width
+// pages without repetition have none.
+func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
+	var maxRep, maxDef uint16
+	for _, r := range lv.rep {
+		maxRep = max(maxRep, r)
+	}
+	for _, d := range lv.def {
+		maxDef = max(maxDef, d)
+	}
+	bitsRep, bitsDef := bits.Len16(maxRep), bits.Len16(maxDef)
+	cw := 0
+	switch total := bitsRep + bitsDef; {
+	case total == 0:
+	case total <= 8:
+		cw = 1
+	case total <= 16:
+		cw = 2
+	default:
+		cw = 4
+	}
+	values := lf.entries()
+	numItems := values
+	if lv.rep != nil {
+		numItems = lv.slots
+	}
+	layout := &pb.FullZipLayout{
+		BitsRep:         uint32(bitsRep),
+		BitsDef:         uint32(bitsDef),
+		NumItems:        uint32(numItems),
+		NumVisibleItems: uint32(values),
+		Layers:          lv.layers,
+	}
+	// Per-value storage.
+	var fixed []byte
+	var fixedWidth int
+	var varOff []uint64
+	var varData []byte
+	offBytes := 0
+	switch lf.kind {
+	case leaf21Var:
+		enc, off, data, err := compress.EncodePerValueVariable(lf.offsets, lf.data, lf.offsetBits, lf.text)
+		if err != nil {
+			return err
+		}
+		layout.ValueCompression = enc
+		layout.Details = &pb.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(lf.offsetBits)}
+		varOff, varData, offBytes = off, data, lf.offsetBits/8
+	case leaf21FSL:
+		if lf.width == 0 {
+			return fmt.Errorf("lance file: field %q: a page of boolean vectors whose levels do not fit mini-blocks", lf.field.Name)
+		}
+		vb := (lf.dim + 7) / 8
+		fixedWidth = lf.width * lf.dim
+		fixed = lf.values
+		if lf.itemValidUsed {
+			// Every value carries its items' validity bitmap in front of the items.
+			fixedWidth += vb
+			fixed = make([]byte, 0, values*fixedWidth)
+			for r := 0; r < values; r++ {
+				start := len(fixed)
+				fixed = append(fixed, make([]byte, vb)...)
+				for k := 0; k < lf.dim; k++ {
+					it := r*lf.dim + k
+					if lf.itemValid.buf[it/8]&(1<<(it%8)) != 0 {
+						fixed[start+k/8] |= 1 << (k % 8)
+					}
+				}
+				fixed = append(fixed, lf.values[r*lf.dim*lf.width:(r+1)*lf.dim*lf.width]...)
+			}
+		}
+		layout.ValueCompression = compress.EncodePerValueFSL(8*lf.width, lf.dim, lf.itemValidUsed)
+		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
+	case leaf21Fixed:
+		fixed, fixedWidth = lf.values, lf.width
+		layout.ValueCompression = compress.EncodeFlatEncoding(uint64(8 * fixedWidth))
+		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
+	default:
+		return fmt.Errorf("lance file: field %q: a page whose levels do not fit mini-blocks", lf.field.Name)
+	}
+	// The repetition index width comes from an upper bound of the buffer size, as
+	// Lance computes it.
+	var bound uint64
+	if varOff != nil {
+		bound = uint64(len(varData) + cw*numItems + offBytes*values)
+	} else if lv.rep != nil {
+		bound = uint64(len(fixed) + cw*numItems)
+	}
+	idxWidth := byteWidth(bound)
+	var index []byte
+	size := len(fixed) + cw*numItems
+	if varOff != nil {
+		size = len(varData) + cw*numItems + offBytes*values
+	}
+	zipped := make([]byte, 0, size)
+	v := 0
+	for i := 0; i < numItems; i++ {
+		newRow := lv.rep == nil || lv.rep[i] == maxRep
+		if newRow && idxWidth > 0 {
+			index = appendUint(index, uint64(len(zipped)), idxWidth)
+		}
+		var r, d uint16
+		if lv.rep != nil {
+			r = lv.rep[i]
+		}
+		if lv.def != nil {
+			d = lv.def[i]
+		}
+		word := uint32(r)<<bitsDef | uint32(d)
+		switch cw {
+		case 1:
+			zipped = append(zipped, byte(word))
+		case 2:
+			zipped = binary.LittleEndian.AppendUint16(zipped, uint16(word))
+		case 4:
+			zipped = binary.LittleEndian.AppendUint32(zipped, word)
+		}
+		if !lv.alive(i) {
+			continue
+		}
+		if varOff != nil {
+			if d == 0 {
+				val := varData[varOff[v]:varOff[v+1]]
+				zipped = appendUint(zipped, uint64(len(val)), offBytes)
+				zipped = append(zipped, val...)
+			}
+		} else {
+			zipped = append(zipped, fixed[v*fixedWidth:(v+1)*fixedWidth]...)
+		}
+		v++
+	}
+	bufs := [][]byte{zipped}
+	if idxWidth > 0 {
+		index = appendUint(index, uint64(len(zipped)), idxWidth)
+		bufs = append(bufs, index)
+	}
+	return w.writePage21(lf.col, lf.rows, lf.pageRow, &pb.PageLayout{Layout: &pb.PageLayout_FullZipLayout{FullZipLayout: layout}}, bufs...)
+}
