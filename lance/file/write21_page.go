@@ -136,9 +136,12 @@ type varValues struct {
 	data    []byte
 }
 
-// dictionaryEncode applies LanceDB's choice for a variable-width page: at least 100
-// values and an estimated dictionary-encoded size (distinct values, their offsets and
-// one offset-wide index per value) below 80% of the plain size (values and offsets).
+// dictionaryEncode decides, like LanceDB, whether a variable-width page is better
+// dictionary-encoded: at least 100 values and a dictionary-encoded size (distinct
+// values, their offsets and one offset-wide index per value) below 80% of the plain
+// size (values and offsets). Lance estimates the distinct values' bytes as their count
+// times the average value size; this counts them, which keeps pages of long values
+// with many empty ones from being "compressed" into a dictionary as large as the page.
 // w is the offset width (4 or 8 bytes), also the width of the indices, as in Lance. It
 // returns the indices (little-endian) and the distinct values in first-seen order.
 func dictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, varValues, bool) {
@@ -146,35 +149,24 @@ func dictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, varValues, 
 	if n < dictMinValues {
 		return nil, varValues{}, false
 	}
-	total := float64(offsets[n] + uint64(w*(n+1)))
-	avg := float64(offsets[n]) / float64(n)
-	// Give up counting once the dictionary cannot win any more.
-	fw := float64(w)
-	limit := int((dictMaxRatio*total-float64(n*w))/(avg+fw)) + 1
-	if limit <= 0 {
-		return nil, varValues{}, false
-	}
-	index := make(map[string]uint32, min(limit, 1024))
+	limit := dictMaxRatio * float64(offsets[n]+uint64(w*(n+1)))
+	index := make(map[string]uint32, 64)
 	idx := make([]byte, 0, w*n)
 	items := varValues{offsets: []uint64{0}}
 	for i := 0; i < n; i++ {
 		v := data[offsets[i]:offsets[i+1]]
 		k, ok := index[string(v)]
 		if !ok {
-			if len(index) >= limit {
-				return nil, varValues{}, false
-			}
 			k = uint32(len(index))
 			index[string(v)] = k
 			items.data = append(items.data, v...)
 			items.offsets = append(items.offsets, uint64(len(items.data)))
+			// Give up as soon as the dictionary cannot win any more.
+			if float64(len(items.data)+w*len(index)+w*n) >= limit {
+				return nil, varValues{}, false
+			}
 		}
 		idx = appendUint(idx, uint64(k), w)
-	}
-	card := float64(len(index))
-	est := card*avg + card*fw + float64(n*w)
-	if est/total >= dictMaxRatio {
-		return nil, varValues{}, false
 	}
 	return idx, items, true
 }
