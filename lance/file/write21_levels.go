@@ -43,7 +43,7 @@ func (lf *leaf21) computeLevels() (*levels21, error) {
 	for k := range lf.layers {
 		ly := &lf.layers[k]
 		switch {
-		case !ly.list && ly.nulls > 0:
+		case !ly.list && (ly.nulls > 0 || ly.alwaysNullable):
 			kinds[k], maxDef = pb.RepDefLayer_REPDEF_NULLABLE_ITEM, maxDef+1
 		case !ly.list:
 			kinds[k] = pb.RepDefLayer_REPDEF_ALL_VALID_ITEM
@@ -51,7 +51,11 @@ func (lf *leaf21) computeLevels() (*levels21, error) {
 			kinds[k], maxDef = pb.RepDefLayer_REPDEF_NULL_AND_EMPTY_LIST, maxDef+2
 		case ly.nulls > 0:
 			kinds[k], maxDef = pb.RepDefLayer_REPDEF_NULLABLE_LIST, maxDef+1
-		case ly.empties > 0:
+		case ly.empties > 0 || maxDef > 0:
+			// A list below a layer with definition levels is declared emptyable even
+			// without empty lists: LanceDB's reader does not count an all-valid list
+			// as a nesting level when it maps definition levels to depths, and then
+			// takes a null outer layer for an entry of the layers below the list.
 			kinds[k], maxDef = pb.RepDefLayer_REPDEF_EMPTYABLE_LIST, maxDef+1
 		default:
 			kinds[k] = pb.RepDefLayer_REPDEF_ALL_VALID_LIST
@@ -92,7 +96,7 @@ func (lf *leaf21) computeLevels() (*levels21, error) {
 	for k := range lf.layers {
 		ly := &lf.layers[k]
 		if !ly.list {
-			if ly.nulls == 0 {
+			if ly.nulls == 0 || lv.def == nil {
 				continue
 			}
 			e := 0

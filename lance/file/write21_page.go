@@ -63,8 +63,15 @@ func (w *Writer) encodePage21(lf *leaf21) error {
 	for i := 0; i < lv.slots && !hasValue; i++ {
 		hasValue = lv.alive(i) && (lv.def == nil || lv.def[i] == 0)
 	}
-	if !hasValue {
+	// LanceDB's reader of all-null pages takes one level per row (it slices the levels
+	// by row numbers), which holds without repetition and when every row is a single
+	// null or empty list; other all-null pages are written as ordinary pages of null
+	// values, and pages without any value as full-zip pages of levels only.
+	if !hasValue && (lv.rep == nil || uint64(lv.slots) == lf.rows) {
 		return w.writeAllNull21(lf, lv)
+	}
+	if values == 0 {
+		return w.writeFullZip21(lf, lv)
 	}
 	switch lf.kind {
 	case leaf21Var:
@@ -452,12 +459,19 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 		}
 		layout.ValueCompression = compress.EncodePerValueFSL(8*lf.width, lf.dim, lf.itemValidUsed)
 		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
+	case leaf21Bool, leaf21Dict:
+		// Only for pages without any value (see encodePage21): no value is stored, the
+		// declared width just has to be whole bytes.
+		if values != 0 {
+			return fmt.Errorf("lance file: field %q: a page whose levels do not fit mini-blocks", lf.field.Name)
+		}
+		fixedWidth = max(1, lf.width)
+		layout.ValueCompression = compress.EncodeFlatEncoding(uint64(8 * fixedWidth))
+		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
 	case leaf21Fixed:
 		fixed, fixedWidth = lf.values, lf.width
 		layout.ValueCompression = compress.EncodeFlatEncoding(uint64(8 * fixedWidth))
 		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
-	default:
-		return fmt.Errorf("lance file: field %q: a page whose levels do not fit mini-blocks", lf.field.Name)
 	}
 	// The repetition index width comes from an upper bound of the buffer size, as
 	// Lance computes it.

@@ -35,11 +35,15 @@ const (
 // layer21 is one layer of a leaf's pending page.
 type layer21 struct {
 	list bool
+	// alwaysNullable makes the layer nullable in every page, nulls or not (see
+	// newNode21).
+	alwaysNullable bool
 	// state holds one entry state per entry, nil while every entry is valid.
 	state []uint8
 	n     int
 	// lens holds list lengths (0 for null, masked and empty lists).
-	lens    []uint32
+	lens []uint32
+	// nulls counts null and masked entries, empties valid empty lists.
 	nulls   int
 	empties int
 }
@@ -57,7 +61,10 @@ func (l *layer21) appendStates(st []uint8, n int) {
 	}
 	l.state = append(l.state, st...)
 	for _, s := range st {
-		if s == st21Null {
+		// Masked entries count as nulls of this layer too: Lance pushes a struct's
+		// nulls down into its members, and its reader relies on it (it maps a null
+		// struct above a list without nulls to the wrong nesting depth).
+		if s != st21Valid {
 			l.nulls++
 		}
 	}
@@ -165,7 +172,9 @@ func (lf *leaf21) reset() {
 }
 
 // newNode21 builds the shredding tree of f at depth, appending its leaves to leaves.
-func newNode21(f *schema.Field, depth int, path []bool, leaves *[]*leaf21) (*node21, error) {
+//
+// path lists the fields above f, outermost first.
+func newNode21(f *schema.Field, depth int, path []*schema.Field, leaves *[]*leaf21) (*node21, error) {
 	n := &node21{field: f, depth: depth}
 	switch t := f.Type.(type) {
 	case *arrow.StructType:
@@ -174,7 +183,7 @@ func newNode21(f *schema.Field, depth int, path []bool, leaves *[]*leaf21) (*nod
 		}
 		n.kind = node21Struct
 		for _, c := range f.Children {
-			cn, err := newNode21(c, depth+1, append(path, false), leaves)
+			cn, err := newNode21(c, depth+1, append(path, f), leaves)
 			if err != nil {
 				return nil, err
 			}
@@ -185,7 +194,7 @@ func newNode21(f *schema.Field, depth int, path []bool, leaves *[]*leaf21) (*nod
 	case *arrow.ListType, *arrow.LargeListType:
 		n.kind = node21List
 		n.large = t.ID() == arrow.LARGE_LIST
-		cn, err := newNode21(f.Children[0], depth+1, append(path, true), leaves)
+		cn, err := newNode21(f.Children[0], depth+1, append(path, f), leaves)
 		if err != nil {
 			return nil, err
 		}
@@ -194,8 +203,28 @@ func newNode21(f *schema.Field, depth int, path []bool, leaves *[]*leaf21) (*nod
 		return n, nil
 	}
 	lf := &leaf21{col: len(*leaves), field: f, layers: make([]layer21, depth+1)}
-	for i, isList := range path {
-		lf.layers[i].list = isList
+	for i, pf := range path {
+		lf.layers[i].list = pf.Type.ID() == arrow.LIST || pf.Type.ID() == arrow.LARGE_LIST
+	}
+	// LanceDB's reader rebuilds the validity of a struct that has a list below it from
+	// the definition levels when some page of a batch has nulls there, and from the
+	// number of leaf values otherwise: mixing both across pages miscounts the structs.
+	// Such a struct is therefore nullable in every page when it can hold nulls at all
+	// (its field is nullable, or an enclosing struct is and masks it).
+	masked := false
+	for i, pf := range path {
+		if lf.layers[i].list {
+			continue
+		}
+		if pf.Nullable || masked {
+			for j := i + 1; j < len(path); j++ {
+				if lf.layers[j].list {
+					lf.layers[i].alwaysNullable = true
+					break
+				}
+			}
+		}
+		masked = masked || pf.Nullable
 	}
 	switch t := f.Type.(type) {
 	case *arrow.FixedSizeListType:
