@@ -419,7 +419,7 @@ func TestInterop21LanceDBReadsWideValues(t *testing.T) {
 				"small": "mini_block/inline_bitpacking", "tiny": "mini_block/inline_bitpacking",
 				"text": "mini_block/fsst", "role": "mini_block/dictionary",
 				"long": "full_zip/fsst", "llong": "full_zip/fsst", "lbin": "full_zip/variable",
-				"vec": "full_zip/fixed_size_list", "nn_vec": "full_zip/fixed_size_list", "lvec.item": "full_zip/fixed_size_list",
+				"vec": "full_zip/fixed_size_list", "nn_vec": "full_zip/fixed_size_list", "lvec.item": "mini_block/fixed_size_list",
 				"llongs.item": "full_zip/fsst", "tokens.item": "mini_block/inline_bitpacking",
 				"st.doc": "full_zip/fsst", "st.emb": "full_zip/fixed_size_list", "st.n": "mini_block/inline_bitpacking",
 				"allnull_list.item": "constant", "empty_lists.item": "constant", "allnull_st.x": "constant",
@@ -526,4 +526,43 @@ func TestInterop21ExtraTypesAndDeepNesting(t *testing.T) {
 			compareRows(t, "LanceDB read of a Go 2.1 file", normalizeJSON(t, got.Rows), want)
 		})
 	}
+}
+
+func TestInterop21LongRunsOfEmptyLists(t *testing.T) {
+	// 70,000 empty lists before the first value: more levels than a mini-block chunk
+	// can count (u16), so the page goes full-zip.
+	db := t.TempDir()
+	as := arrow.NewSchema([]arrow.Field{
+		{Name: "l", Type: arrow.ListOfField(arrow.Field{Name: "item", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), Nullable: true},
+		{Name: "s", Type: arrow.ListOfField(arrow.Field{Name: "item", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+	}, nil)
+	s, err := schema.FromArrow(as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, as)
+	defer b.Release()
+	const empties = 70000
+	for i := 0; i < empties+20; i++ {
+		lb := b.Field(0).(*array.ListBuilder)
+		sb := b.Field(1).(*array.ListBuilder)
+		lb.Append(true)
+		sb.Append(true)
+		if i >= empties {
+			lb.ValueBuilder().(*array.Int32Builder).AppendValues([]int32{int32(i), -1}, []bool{true, i%2 == 0})
+			sb.ValueBuilder().(*array.StringBuilder).AppendValues([]string{"x", "yy"}, []bool{i%3 != 0, true})
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	data, info := writeFile(t, s, WriterOptions{Version: V2_1, PageRows: -1}, rec)
+	layouts := inspect21(t, data)
+	for _, col := range []string{"l.item", "s.item"} {
+		if len(layouts[col]) != 1 || layouts[col][0][:8] != "full_zip" {
+			t.Errorf("column %s: pages %v, want one full-zip page", col, layouts[col])
+		}
+	}
+	writeDatasetFile(t, filepath.Join(db, "runs.lance"), s, data, info)
+	got := lanceDBRead(t, db, "runs", as)
+	compareRows(t, "LanceDB read of a Go 2.1 file", normalizeJSON(t, got.Rows), canonRows21(t, rec))
 }

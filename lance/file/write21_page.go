@@ -28,6 +28,9 @@ import (
 const (
 	// miniblockMaxValueBytes is the value size from which pages go full-zip.
 	miniblockMaxValueBytes = 256
+	// miniblockMaxWideValue is the widest value written mini-block when full-zip is not
+	// an option (two values a chunk must fit in a 32 KiB chunk).
+	miniblockMaxWideValue = 8 << 10
 	// miniblockMaxChunkBytes bounds a serialized chunk (its size is stored as a count
 	// of 8-byte words in 12 bits).
 	miniblockMaxChunkBytes = 32 * 1024
@@ -38,6 +41,33 @@ const (
 	// of the plain size.
 	dictMaxRatio = 0.8
 )
+
+// fullZipSafe reports whether LanceDB 0.31's full-zip reader decodes a page with these
+// levels. It does not when values are fixed-width and the column repeats (it then
+// counts the leaf's values as rows), nor when a struct with nulls encloses a list (it
+// takes every non-list definition level for a visible value, also the struct's, which
+// hides whole lists). Such pages are written mini-block when their values fit.
+func fullZipSafe(lv *levels21, fixed bool) bool {
+	if lv.rep == nil {
+		return true
+	}
+	if fixed {
+		return false
+	}
+	defAbove := false
+	for k := len(lv.layers) - 1; k >= 0; k-- {
+		switch lv.layers[k] {
+		case pb.RepDefLayer_REPDEF_NULLABLE_ITEM:
+			defAbove = true
+		case pb.RepDefLayer_REPDEF_ALL_VALID_ITEM:
+		default:
+			if defAbove {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // errChunkTooBig: the page's levels do not fit mini-block chunks (a run of many empty
 // or null lists); the page is written full-zip instead.
@@ -71,7 +101,15 @@ func (w *Writer) encodePage21(lf *leaf21) error {
 		return w.writeAllNull21(lf, lv)
 	}
 	if values == 0 {
-		return w.writeFullZip21(lf, lv)
+		var dict *dictPage
+		if lf.kind == leaf21Dict {
+			enc, blk, err := compress.EncodeVariableBlock([]uint64{0}, nil, lf.offsetBits)
+			if err != nil {
+				return err
+			}
+			dict = &dictPage{enc: enc, block: blk}
+		}
+		return w.writeMiniBlock21(lf, lv, emptyMiniBlock(lf), dict)
 	}
 	switch lf.kind {
 	case leaf21Var:
@@ -83,7 +121,7 @@ func (w *Writer) encodePage21(lf *leaf21) error {
 			}
 			return w.writeMiniBlock21(lf, lv, mb, &dictPage{enc: enc, block: blk, items: uint64(len(items.offsets) - 1)})
 		}
-		if maxLen(lf.offsets) < miniblockMaxValueBytes {
+		if ml := maxLen(lf.offsets); ml < miniblockMaxValueBytes || (ml <= miniblockMaxWideValue && !fullZipSafe(lv, false)) {
 			mb, err := compress.EncodeMiniBlockVariable(lf.offsets, lf.data, lf.offsetBits, lf.text)
 			if err != nil {
 				return err
@@ -103,7 +141,7 @@ func (w *Writer) encodePage21(lf *leaf21) error {
 	case leaf21Bool:
 		return w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.bools.bytes(), 1, values), nil)
 	case leaf21FSL:
-		if lf.width*lf.dim < miniblockMaxValueBytes {
+		if vw := lf.width * lf.dim; vw < miniblockMaxValueBytes || (vw <= miniblockMaxWideValue && !fullZipSafe(lv, true)) {
 			items := lf.values
 			bitsPerItem := 8 * lf.width
 			if lf.width == 0 {
@@ -120,13 +158,42 @@ func (w *Writer) encodePage21(lf *leaf21) error {
 		}
 		return w.writeFullZip21(lf, lv)
 	}
-	if lf.width < miniblockMaxValueBytes {
+	if lf.width < miniblockMaxValueBytes || (lf.width <= miniblockMaxWideValue && !fullZipSafe(lv, true)) {
 		err := w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.values, 8*lf.width, values), nil)
 		if !errors.Is(err, errChunkTooBig) {
 			return err
 		}
 	}
 	return w.writeFullZip21(lf, lv)
+}
+
+// emptyMiniBlock is a mini-block of one chunk without values, for pages that only
+// hold levels.
+func emptyMiniBlock(lf *leaf21) *compress.EncodedMiniBlock {
+	enc := compress.EncodeFlatEncoding(uint64(8 * lf.width))
+	var buf []byte
+	switch lf.kind {
+	case leaf21Bool:
+		enc = compress.EncodeFlatEncoding(1)
+	case leaf21Var:
+		enc = compress.EncodeVariableEncoding(uint64(lf.offsetBits))
+		// One offset (to the end of the offsets) and padding: LanceDB's reader wants
+		// at least two offsets' worth of bytes in a chunk.
+		buf = make([]byte, 2*lf.offsetBits/8)
+		buf[0] = byte(lf.offsetBits / 8)
+		for i := lf.offsetBits / 8; i < len(buf); i++ {
+			buf[i] = miniblockFill
+		}
+	case leaf21FSL:
+		bits := 8 * lf.width
+		if lf.width == 0 {
+			bits = 1
+		}
+		enc = compress.EncodeFixedSizeListEncoding(uint64(lf.dim), false, compress.EncodeFlatEncoding(uint64(bits)))
+	case leaf21Dict:
+		enc = compress.EncodeFlatEncoding(uint64(8 * lf.width))
+	}
+	return &compress.EncodedMiniBlock{Encoding: enc, NumBuffers: 1, Chunks: []compress.EncodedChunk{{N: 0, Buffers: [][]byte{buf}}}}
 }
 
 func maxLen(offsets []uint64) uint64 {
