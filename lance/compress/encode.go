@@ -50,47 +50,47 @@ type EncodedMiniBlock struct {
 	Chunks     []EncodedChunk
 }
 
-func encFlat(bits uint64) *pb.CompressiveEncoding {
+func encMsgFlat(bits uint64) *pb.CompressiveEncoding {
 	return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_Flat{Flat: &pb.Flat{BitsPerValue: bits}}}
 }
 
-func encVariable(offsetBits uint64) *pb.CompressiveEncoding {
-	return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_Variable{Variable: &pb.Variable{Offsets: encFlat(offsetBits)}}}
+func encMsgVariable(offsetBits uint64) *pb.CompressiveEncoding {
+	return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_Variable{Variable: &pb.Variable{Offsets: encMsgFlat(offsetBits)}}}
 }
 
-func encInline(bits uint64) *pb.CompressiveEncoding {
+func encMsgInline(bits uint64) *pb.CompressiveEncoding {
 	return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_InlineBitpacking{
 		InlineBitpacking: &pb.InlineBitpacking{UncompressedBitsPerValue: bits}}}
 }
 
-func encOutOfLine(bits, packedBits uint64) *pb.CompressiveEncoding {
+func encMsgOutOfLine(bits, packedBits uint64) *pb.CompressiveEncoding {
 	return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_OutOfLineBitpacking{
-		OutOfLineBitpacking: &pb.OutOfLineBitpacking{UncompressedBitsPerValue: bits, Values: encFlat(packedBits)}}}
+		OutOfLineBitpacking: &pb.OutOfLineBitpacking{UncompressedBitsPerValue: bits, Values: encMsgFlat(packedBits)}}}
 }
 
-func encFSL(dim uint64, hasValidity bool, items *pb.CompressiveEncoding) *pb.CompressiveEncoding {
+func encMsgFSL(dim uint64, hasValidity bool, items *pb.CompressiveEncoding) *pb.CompressiveEncoding {
 	return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_FixedSizeList{
 		FixedSizeList: &pb.FixedSizeList{ItemsPerValue: dim, Values: items, HasValidity: hasValidity}}}
 }
 
-func encFsstEncoding(table []byte, values *pb.CompressiveEncoding) *pb.CompressiveEncoding {
+func encMsgFsst(table []byte, values *pb.CompressiveEncoding) *pb.CompressiveEncoding {
 	return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_Fsst{Fsst: &pb.Fsst{SymbolTable: table, Values: values}}}
 }
 
 // EncodeFlatEncoding describes values stored as they are, bitsPerValue bits each.
-func EncodeFlatEncoding(bitsPerValue uint64) *pb.CompressiveEncoding { return encFlat(bitsPerValue) }
+func EncodeFlatEncoding(bitsPerValue uint64) *pb.CompressiveEncoding { return encMsgFlat(bitsPerValue) }
 
 // EncodeFixedSizeListEncoding describes dim items per value whose items are described
 // by items; hasValidity says an item validity bitmap precedes the items (mini-block: as
 // an extra buffer; full-zip: in front of every value).
 func EncodeFixedSizeListEncoding(dim uint64, hasValidity bool, items *pb.CompressiveEncoding) *pb.CompressiveEncoding {
-	return encFSL(dim, hasValidity, items)
+	return encMsgFSL(dim, hasValidity, items)
 }
 
 // EncodeVariableEncoding describes variable-width values with offsets of offsetBits
 // (32 or 64) bits.
 func EncodeVariableEncoding(offsetBits uint64) *pb.CompressiveEncoding {
-	return encVariable(offsetBits)
+	return encMsgVariable(offsetBits)
 }
 
 // encLog2 returns log2(n) for a power of two n.

@@ -192,10 +192,10 @@ func encTryInline[T encWord](data []byte, n int) *EncodedMiniBlock {
 	if encInlineEstimate(widths, t) >= n*t/8 {
 		return nil
 	}
-	return &EncodedMiniBlock{Encoding: encInline(uint64(t)), NumBuffers: 1, Chunks: encInlineChunks[T](data, n, widths)}
+	return &EncodedMiniBlock{Encoding: encMsgInline(uint64(t)), NumBuffers: 1, Chunks: encInlineChunks[T](data, n, widths)}
 }
 
-// encOutOfLine packs levels at width w in blocks of 1024; a short last block is either
+// encMsgOutOfLine packs levels at width w in blocks of 1024; a short last block is either
 // padded and packed or appended raw, whichever Lance's rule picks (the reader tells the
 // two apart by the buffer length, so the rule must be exactly Lance's).
 func encOutOfLinePack(levels []uint16, w int) []byte {
@@ -245,7 +245,7 @@ func EncodeLevels(levels []uint16, chunkLevels []int) (*pb.CompressiveEncoding, 
 			out[i] = encAppendWords(make([]byte, 0, 2*c), levels[pos:pos+c])
 			pos += c
 		}
-		return encFlat(16), out
+		return encMsgFlat(16), out
 	}
 	// Lance: no bitpacking when the levels need all 16 bits, or when one block of 1024
 	// values packed is at least as big as the page's raw levels.
@@ -265,11 +265,11 @@ func EncodeLevels(levels []uint16, chunkLevels []int) (*pb.CompressiveEncoding, 
 			}
 			out[i] = buf
 		}
-		return encInline(16), out
+		return encMsgInline(16), out
 	}
 	for i, c := range chunkLevels {
 		out[i] = encOutOfLinePack(levels[pos:pos+c], width)
 		pos += c
 	}
-	return encOutOfLine(16, uint64(width)), out
+	return encMsgOutOfLine(16, uint64(width)), out
 }

@@ -31,7 +31,7 @@ func encFixedWord(bitsPerValue int) (bytesPerWord, valuesPerWord int) {
 func encFlatChunks(data []byte, bitsPerValue int, n int) *EncodedMiniBlock {
 	bpw, vpw := encFixedWord(bitsPerValue)
 	per := encValsPerChunk(bpw, vpw)
-	mb := &EncodedMiniBlock{Encoding: encFlat(uint64(bitsPerValue)), NumBuffers: 1}
+	mb := &EncodedMiniBlock{Encoding: encMsgFlat(uint64(bitsPerValue)), NumBuffers: 1}
 	for start := 0; start < n; start += per {
 		cnt := min(per, n-start)
 		from := start * bitsPerValue / 8
@@ -54,7 +54,7 @@ func EncodeMiniBlockFSL(data []byte, itemValidity []byte, itemBits, dim, rows in
 		est += (dim + 7) / 8 * vpw
 	}
 	per := encValsPerChunk(est, vpw)
-	mb := &EncodedMiniBlock{Encoding: encFSL(uint64(dim), itemValidity != nil, encFlat(uint64(itemBits))), NumBuffers: 1}
+	mb := &EncodedMiniBlock{Encoding: encMsgFSL(uint64(dim), itemValidity != nil, encMsgFlat(uint64(itemBits))), NumBuffers: 1}
 	if itemValidity != nil {
 		mb.NumBuffers = 2
 	}
@@ -102,5 +102,5 @@ func encBitSlice(src []byte, off, n int) []byte {
 // full-zip page (lance's ValueEncoder per-value path): the items, preceded in every
 // value by its item validity bitmap when hasValidity.
 func EncodePerValueFSL(itemBits, dim int, hasValidity bool) *pb.CompressiveEncoding {
-	return encFSL(uint64(dim), hasValidity, encFlat(uint64(itemBits)))
+	return encMsgFSL(uint64(dim), hasValidity, encMsgFlat(uint64(itemBits)))
 }

@@ -15,8 +15,8 @@ import (
 // independently of the encoders, so a round trip checks the layout and not just that
 // encode and decode agree with each other.
 
-// testUnpack reverses FastLanes packing: 1024 values of t bits packed at width w.
-func testUnpack(t, w int, packed []uint64) []uint64 {
+// encTestUnpack reverses FastLanes packing: 1024 values of t bits packed at width w.
+func encTestUnpack(t, w int, packed []uint64) []uint64 {
 	lanes := 1024 / t
 	out := make([]uint64, 1024)
 	order := [8]int{0, 4, 2, 6, 1, 5, 3, 7}
@@ -37,7 +37,7 @@ func testUnpack(t, w int, packed []uint64) []uint64 {
 	return out
 }
 
-func testWords(b []byte, t int) []uint64 {
+func encTestWords(b []byte, t int) []uint64 {
 	out := make([]uint64, len(b)*8/t)
 	for i := range out {
 		switch t {
@@ -54,9 +54,9 @@ func testWords(b []byte, t int) []uint64 {
 	return out
 }
 
-// testDecodeMiniBlock decodes every chunk of a fixed-width mini-block page back to the
+// encTestDecodeMiniBlock decodes every chunk of a fixed-width mini-block page back to the
 // values as little-endian bytes.
-func testDecodeMiniBlock(t *testing.T, mb *EncodedMiniBlock, bitsPerValue int) []byte {
+func encTestDecodeMiniBlock(t *testing.T, mb *EncodedMiniBlock, bitsPerValue int) []byte {
 	t.Helper()
 	var out []byte
 	for ci, ch := range mb.Chunks {
@@ -71,12 +71,12 @@ func testDecodeMiniBlock(t *testing.T, mb *EncodedMiniBlock, bitsPerValue int) [
 			out = append(out, ch.Buffers[0]...)
 		case *pb.CompressiveEncoding_InlineBitpacking:
 			tb := int(c.InlineBitpacking.UncompressedBitsPerValue)
-			words := testWords(ch.Buffers[0], tb)
+			words := encTestWords(ch.Buffers[0], tb)
 			w := int(words[0])
 			if len(words) != 1+1024*w/tb {
 				t.Fatalf("chunk %d: %d words for width %d", ci, len(words), w)
 			}
-			vals := testUnpack(tb, w, words[1:])
+			vals := encTestUnpack(tb, w, words[1:])
 			for _, v := range vals[:ch.N] {
 				out = binary.LittleEndian.AppendUint64(out, v)[:len(out)+tb/8]
 			}
@@ -122,7 +122,7 @@ func TestEncodeBitpackRoundTrip21(t *testing.T) {
 						copy(data[i*tb/8:], tmp[:tb/8])
 					}
 					mb := EncodeMiniBlockFixed(data, tb, n)
-					got := testDecodeMiniBlock(t, mb, tb)
+					got := encTestDecodeMiniBlock(t, mb, tb)
 					if !bytes.Equal(got, data) {
 						t.Fatalf("round trip differs (encoding %v)", mb.Encoding)
 					}
@@ -213,8 +213,8 @@ func TestEncodeFSLChunks21(t *testing.T) {
 	}
 }
 
-// testDecodeVariableChunk decodes one variable mini-block chunk into its values.
-func testDecodeVariableChunk(t *testing.T, buf []byte, n, width int) [][]byte {
+// encTestDecodeVariableChunk decodes one variable mini-block chunk into its values.
+func encTestDecodeVariableChunk(t *testing.T, buf []byte, n, width int) [][]byte {
 	t.Helper()
 	if len(buf)%width != 0 {
 		t.Fatalf("chunk of %d bytes not padded to %d", len(buf), width)
@@ -235,8 +235,8 @@ func testDecodeVariableChunk(t *testing.T, buf []byte, n, width int) [][]byte {
 	return out
 }
 
-// testFsstDecode decodes FSST codes with a serialized table.
-func testFsstDecode(t *testing.T, table, codes []byte) []byte {
+// encTestFsstDecode decodes FSST codes with a serialized table.
+func encTestFsstDecode(t *testing.T, table, codes []byte) []byte {
 	t.Helper()
 	if len(table) != 2312 {
 		t.Fatalf("symbol table is %d bytes", len(table))
@@ -265,7 +265,7 @@ func testFsstDecode(t *testing.T, table, codes []byte) []byte {
 	return out
 }
 
-func testStrings(n int, seed uint64, long bool) ([]uint64, []byte, [][]byte) {
+func encTestStrings(n int, seed uint64, long bool) ([]uint64, []byte, [][]byte) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	words := strings.Fields("the model reasons about the tool output and then answers the user with a short plan ümlaut € \x00 \xff")
 	offsets := []uint64{0}
@@ -295,7 +295,7 @@ func testStrings(n int, seed uint64, long bool) ([]uint64, []byte, [][]byte) {
 func TestEncodeVariableMiniBlock21(t *testing.T) {
 	for _, width := range []int{32, 64} {
 		for _, n := range []int{1, 2, 3, 100, 20000} {
-			offsets, data, vals := testStrings(n, uint64(n), false)
+			offsets, data, vals := encTestStrings(n, uint64(n), false)
 			mb, err := EncodeMiniBlockVariable(offsets, data, width, true)
 			if err != nil {
 				t.Fatal(err)
@@ -312,9 +312,9 @@ func TestEncodeVariableMiniBlock21(t *testing.T) {
 				if ci < len(mb.Chunks)-1 && (c.N < 2 || c.N&(c.N-1) != 0) {
 					t.Fatalf("chunk %d holds %d values", ci, c.N)
 				}
-				for _, v := range testDecodeVariableChunk(t, c.Buffers[0], c.N, width/8) {
+				for _, v := range encTestDecodeVariableChunk(t, c.Buffers[0], c.N, width/8) {
 					if table != nil {
-						v = testFsstDecode(t, table, v)
+						v = encTestFsstDecode(t, table, v)
 					}
 					if !bytes.Equal(v, vals[i]) {
 						t.Fatalf("width %d n=%d: value %d = %q, want %q", width, n, i, v, vals[i])
@@ -330,7 +330,7 @@ func TestEncodeVariableMiniBlock21(t *testing.T) {
 }
 
 func TestEncodeFSSTCompresses21(t *testing.T) {
-	offsets, data, vals := testStrings(3000, 9, true)
+	offsets, data, vals := encTestStrings(3000, 9, true)
 	tbl := EncodeFSSTTable(offsets, data)
 	if tbl == nil {
 		t.Fatal("no table")
@@ -342,7 +342,7 @@ func TestEncodeFSSTCompresses21(t *testing.T) {
 	}
 	table := tbl.Marshal()
 	for i, v := range vals {
-		if got := testFsstDecode(t, table, cData[cOff[i]:cOff[i+1]]); !bytes.Equal(got, v) {
+		if got := encTestFsstDecode(t, table, cData[cOff[i]:cOff[i+1]]); !bytes.Equal(got, v) {
 			t.Fatalf("value %d decodes to %q, want %q", i, got, v)
 		}
 	}
@@ -364,7 +364,7 @@ func TestEncodeFSSTRandomBytes21(t *testing.T) {
 	cOff, cData := tbl.Compress(offsets, data)
 	table := tbl.Marshal()
 	for i := 0; i < 500; i++ {
-		if got := testFsstDecode(t, table, cData[cOff[i]:cOff[i+1]]); !bytes.Equal(got, data[offsets[i]:offsets[i+1]]) {
+		if got := encTestFsstDecode(t, table, cData[cOff[i]:cOff[i+1]]); !bytes.Equal(got, data[offsets[i]:offsets[i+1]]) {
 			t.Fatalf("value %d does not round-trip", i)
 		}
 	}
@@ -390,7 +390,7 @@ func TestEncodeVariableBlock21(t *testing.T) {
 	}
 }
 
-func testDecodeLevels(t *testing.T, enc *pb.CompressiveEncoding, buf []byte, n int) []uint16 {
+func encTestDecodeLevels(t *testing.T, enc *pb.CompressiveEncoding, buf []byte, n int) []uint16 {
 	t.Helper()
 	out := make([]uint16, 0, n)
 	switch c := enc.Compression.(type) {
@@ -399,10 +399,10 @@ func testDecodeLevels(t *testing.T, enc *pb.CompressiveEncoding, buf []byte, n i
 			out = append(out, binary.LittleEndian.Uint16(buf[2*i:]))
 		}
 	case *pb.CompressiveEncoding_InlineBitpacking:
-		words := testWords(buf, 16)
+		words := encTestWords(buf, 16)
 		for len(out) < n {
 			w := int(words[0])
-			vals := testUnpack(16, w, words[1:1+64*w])
+			vals := encTestUnpack(16, w, words[1:1+64*w])
 			words = words[1+64*w:]
 			for _, v := range vals[:min(1024, n-len(out))] {
 				out = append(out, uint16(v))
@@ -410,12 +410,12 @@ func testDecodeLevels(t *testing.T, enc *pb.CompressiveEncoding, buf []byte, n i
 		}
 	case *pb.CompressiveEncoding_OutOfLineBitpacking:
 		w := int(c.OutOfLineBitpacking.Values.GetFlat().BitsPerValue)
-		words := testWords(buf, 16)
+		words := encTestWords(buf, 16)
 		per := 64 * w
 		full := n / 1024
 		tail := n % 1024
 		for b := 0; b < full; b++ {
-			for _, v := range testUnpack(16, w, words[b*per:(b+1)*per]) {
+			for _, v := range encTestUnpack(16, w, words[b*per:(b+1)*per]) {
 				out = append(out, uint16(v))
 			}
 		}
@@ -426,7 +426,7 @@ func testDecodeLevels(t *testing.T, enc *pb.CompressiveEncoding, buf []byte, n i
 					out = append(out, uint16(v))
 				}
 			} else {
-				for _, v := range testUnpack(16, w, rest)[:tail] {
+				for _, v := range encTestUnpack(16, w, rest)[:tail] {
 					out = append(out, uint16(v))
 				}
 			}
@@ -469,7 +469,7 @@ func TestEncodeLevels21(t *testing.T) {
 		}
 		pos := 0
 		for i, c := range tc.chunks {
-			dec := testDecodeLevels(t, enc, bufs[i], c)
+			dec := encTestDecodeLevels(t, enc, bufs[i], c)
 			for j, v := range dec {
 				if v != levels[pos+j] {
 					t.Fatalf("%d levels, chunk %d: level %d = %d, want %d", tc.n, i, j, v, levels[pos+j])

@@ -50,7 +50,7 @@ func EncodeMiniBlockVariable(offsets []uint64, data []byte, offsetBits int, text
 			if err != nil {
 				return nil, err
 			}
-			mb.Encoding = encFsstEncoding(tbl.Marshal(), mb.Encoding)
+			mb.Encoding = encMsgFsst(tbl.Marshal(), mb.Encoding)
 			return mb, nil
 		}
 	}
@@ -85,7 +85,7 @@ func encNextChunk(offsets []uint64, start, width int) int {
 func encVariableChunks(offsets []uint64, data []byte, offsetBits int) (*EncodedMiniBlock, error) {
 	width := offsetBits / 8
 	n := len(offsets) - 1
-	mb := &EncodedMiniBlock{Encoding: encVariable(uint64(offsetBits)), NumBuffers: 1}
+	mb := &EncodedMiniBlock{Encoding: encMsgVariable(uint64(offsetBits)), NumBuffers: 1}
 	for start := 0; start < n; {
 		k := encNextChunk(offsets, start, width)
 		head := uint64((k + 1) * width)
@@ -140,7 +140,7 @@ func EncodeVariableBlock(offsets []uint64, data []byte, offsetBits int) (*pb.Com
 		put(o - offsets[0])
 	}
 	out = append(out, data[offsets[0]:offsets[n]]...)
-	return encVariable(uint64(offsetBits)), out, nil
+	return encMsgVariable(uint64(offsetBits)), out, nil
 }
 
 // EncodePerValueVariable prepares n variable-width values for a full-zip page, where
@@ -154,8 +154,8 @@ func EncodePerValueVariable(offsets []uint64, data []byte, offsetBits int, text 
 	if encWantFSST(offsets, text) {
 		if tbl := EncodeFSSTTable(offsets, data); tbl != nil {
 			cOffsets, cData := tbl.Compress(offsets, data)
-			return encFsstEncoding(tbl.Marshal(), encVariable(uint64(offsetBits))), cOffsets, cData, nil
+			return encMsgFsst(tbl.Marshal(), encMsgVariable(uint64(offsetBits))), cOffsets, cData, nil
 		}
 	}
-	return encVariable(uint64(offsetBits)), offsets, data, nil
+	return encMsgVariable(uint64(offsetBits)), offsets, data, nil
 }

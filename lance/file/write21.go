@@ -52,19 +52,19 @@ func ParseFormatVersion(s string) (FormatVersion, error) {
 	return 0, fmt.Errorf("%w %q (want 2.0 or 2.1)", ErrUnknownFormatVersion, s)
 }
 
-const pageLayoutURL = "/lance.encodings21.PageLayout"
+const w21PageLayoutURL = "/lance.encodings21.PageLayout"
 
-// writer21 is the 2.1 half of a Writer: the shredding trees of the top-level fields
+// w21Writer is the 2.1 half of a Writer: the shredding trees of the top-level fields
 // and their leaf columns, in schema pre-order (column i is leaves[i]).
-type writer21 struct {
-	roots  []*node21
-	leaves []*leaf21
+type w21Writer struct {
+	roots  []*w21Node
+	leaves []*w21Leaf
 }
 
-func newWriter21(s *schema.Schema) (*writer21, error) {
-	w := &writer21{}
+func newW21Writer(s *schema.Schema) (*w21Writer, error) {
+	w := &w21Writer{}
 	for _, f := range s.Fields {
-		n, err := newNode21(f, 0, nil, &w.leaves)
+		n, err := newW21Node(f, 0, nil, &w.leaves)
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +73,7 @@ func newWriter21(s *schema.Schema) (*writer21, error) {
 	return w, nil
 }
 
-func (w *writer21) bufferedBytes() int {
+func (w *w21Writer) bufferedBytes() int {
 	n := 0
 	for _, lf := range w.leaves {
 		n += lf.bufferedBytes()
@@ -90,10 +90,10 @@ func (w *Writer) writeChunk21(rec arrow.RecordBatch) error {
 	// inside a row: flush first when the batch's dictionary might not fit.
 	for i, root := range v.roots {
 		for _, lf := range root.leaves {
-			if lf.kind != leaf21Dict || lf.rows == 0 {
+			if lf.kind != w21LeafDict || lf.rows == 0 {
 				continue
 			}
-			if d := leafDictionary(rec.Column(i), root, lf); d != nil && !lf.dictRoom(d.Dictionary().Len()) {
+			if d := w21LeafDictionary(rec.Column(i), root, lf); d != nil && !lf.dictRoom(d.Dictionary().Len()) {
 				if err := w.flushLeaf21(lf); err != nil {
 					return err
 				}
@@ -125,18 +125,18 @@ func (w *Writer) writeChunk21(rec arrow.RecordBatch) error {
 	return nil
 }
 
-// leafDictionary finds the dictionary array feeding lf in a top-level column (through
+// w21LeafDictionary finds the dictionary array feeding lf in a top-level column (through
 // struct members and list items), or nil.
-func leafDictionary(arr arrow.Array, n *node21, lf *leaf21) *array.Dictionary {
+func w21LeafDictionary(arr arrow.Array, n *w21Node, lf *w21Leaf) *array.Dictionary {
 	for {
 		switch n.kind {
-		case node21Leaf:
+		case w21NodeLeaf:
 			d, _ := arr.(*array.Dictionary)
 			return d
-		case node21List:
+		case w21NodeList:
 			arr = arr.(array.ListLike).ListValues()
 			n = n.children[0]
-		case node21Struct:
+		case w21NodeStruct:
 			found := false
 			for i, c := range n.children {
 				for _, l := range c.leaves {
@@ -172,7 +172,7 @@ func (w *Writer) writePage21(col int, rows, firstRow uint64, layout *pb.PageLayo
 		page.BufferOffsets[i] = off
 		page.BufferSizes[i] = uint64(len(b))
 	}
-	encBytes, err := marshalAny(pageLayoutURL, layout)
+	encBytes, err := marshalAny(w21PageLayoutURL, layout)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (w *Writer) writePage21(col int, rows, firstRow uint64, layout *pb.PageLayo
 
 // fileInfo21 describes a finished 2.1 file: only leaves own columns, so DataFile.fields
 // lists the leaf field ids in pre-order and column_indices is 0..n-1.
-func (w *writer21) fileInfo(rows, size uint64) FileInfo {
+func (w *w21Writer) fileInfo(rows, size uint64) FileInfo {
 	ids := make([]int32, len(w.leaves))
 	idx := make([]int32, len(w.leaves))
 	for i, lf := range w.leaves {

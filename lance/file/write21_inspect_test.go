@@ -15,17 +15,17 @@ import (
 	"github.com/lancectx/lancectx/lance/format/filepb"
 )
 
-// layouts21 maps a leaf column (dotted field path, list items included, e.g.
+// w21Layouts maps a leaf column (dotted field path, list items included, e.g.
 // "tokens.item") to a description of each of its pages: "mini_block/<values>",
 // "full_zip/<values>" or "constant", where <values> names the page's outermost value
 // compression ("dictionary" for dictionary pages).
-type layouts21 map[string][]string
+type w21Layouts map[string][]string
 
-func (l layouts21) has(col, want string) bool { return slices.Contains(l[col], want) }
+func (l w21Layouts) has(col, want string) bool { return slices.Contains(l[col], want) }
 
-// inspect21 parses the metadata of a 2.1 file (footer, schema, column metadata, page
+// w21Inspect parses the metadata of a 2.1 file (footer, schema, column metadata, page
 // layouts) with the raw protobufs, independently of the writer.
-func inspect21(t testing.TB, b []byte) layouts21 {
+func w21Inspect(t testing.TB, b []byte) w21Layouts {
 	t.Helper()
 	if len(b) < footerSize || string(b[len(b)-4:]) != magic {
 		t.Fatal("not a Lance file")
@@ -67,7 +67,7 @@ func inspect21(t testing.TB, b []byte) layouts21 {
 	if len(leaves) != ncols {
 		t.Fatalf("%d leaf fields, %d columns", len(leaves), ncols)
 	}
-	out := layouts21{}
+	out := w21Layouts{}
 	for c := 0; c < ncols; c++ {
 		pos := binary.LittleEndian.Uint64(b[cmo+16*uint64(c):])
 		n := binary.LittleEndian.Uint64(b[cmo+16*uint64(c)+8:])
@@ -85,35 +85,35 @@ func inspect21(t testing.TB, b []byte) layouts21 {
 			if err := proto.Unmarshal(p.GetEncoding().GetDirect().GetEncoding(), &a); err != nil {
 				t.Fatal(err)
 			}
-			if a.GetTypeUrl() != pageLayoutURL {
+			if a.GetTypeUrl() != w21PageLayoutURL {
 				t.Fatalf("page encoding type %q", a.GetTypeUrl())
 			}
 			var pl pb.PageLayout
 			if err := proto.Unmarshal(a.GetValue(), &pl); err != nil {
 				t.Fatal(err)
 			}
-			out[leaves[c]] = append(out[leaves[c]], describeLayout(&pl))
+			out[leaves[c]] = append(out[leaves[c]], w21DescribeLayout(&pl))
 		}
 	}
 	return out
 }
 
-func compressionName(e *pb.CompressiveEncoding) string {
+func w21CompressionName(e *pb.CompressiveEncoding) string {
 	if e == nil || e.GetCompression() == nil {
 		return "none"
 	}
 	return string(e.ProtoReflect().WhichOneof(e.ProtoReflect().Descriptor().Oneofs().ByName("compression")).Name())
 }
 
-func describeLayout(pl *pb.PageLayout) string {
+func w21DescribeLayout(pl *pb.PageLayout) string {
 	switch l := pl.GetLayout().(type) {
 	case *pb.PageLayout_MiniBlockLayout:
 		if l.MiniBlockLayout.GetDictionary() != nil {
 			return "mini_block/dictionary"
 		}
-		return "mini_block/" + compressionName(l.MiniBlockLayout.GetValueCompression())
+		return "mini_block/" + w21CompressionName(l.MiniBlockLayout.GetValueCompression())
 	case *pb.PageLayout_FullZipLayout:
-		return "full_zip/" + compressionName(l.FullZipLayout.GetValueCompression())
+		return "full_zip/" + w21CompressionName(l.FullZipLayout.GetValueCompression())
 	case *pb.PageLayout_ConstantLayout:
 		return "constant"
 	}

@@ -21,11 +21,11 @@ import (
 // The 2.1 interop tests write files with the 2.1 writer and let the real LanceDB 0.31
 // read them back (tests/interop/filecheck.mjs): every type and nesting level, nulls at
 // every level, multi-page columns, and each page layout and compressive encoding the
-// writer can choose (checked on the written files with inspect21).
+// writer can choose (checked on the written files with w21Inspect).
 
-// canonValue21 is canonValue for 2.1, which keeps struct validity: a null struct is
+// w21CanonValue is canonValue for 2.1, which keeps struct validity: a null struct is
 // null, not a struct of nulls.
-func canonValue21(arr arrow.Array, i int) any {
+func w21CanonValue(arr arrow.Array, i int) any {
 	if arr.IsNull(i) {
 		return nil
 	}
@@ -34,43 +34,43 @@ func canonValue21(arr arrow.Array, i int) any {
 		st := a.DataType().(*arrow.StructType)
 		out := map[string]any{}
 		for k := 0; k < a.NumField(); k++ {
-			out[st.Field(k).Name] = canonValue21(a.Field(k), i)
+			out[st.Field(k).Name] = w21CanonValue(a.Field(k), i)
 		}
 		return out
 	case *array.List:
 		s, e := a.ValueOffsets(i)
 		out := []any{}
 		for k := s; k < e; k++ {
-			out = append(out, canonValue21(a.ListValues(), int(k)))
+			out = append(out, w21CanonValue(a.ListValues(), int(k)))
 		}
 		return out
 	case *array.LargeList:
 		s, e := a.ValueOffsets(i)
 		out := []any{}
 		for k := s; k < e; k++ {
-			out = append(out, canonValue21(a.ListValues(), int(k)))
+			out = append(out, w21CanonValue(a.ListValues(), int(k)))
 		}
 		return out
 	}
 	return canonValue(arr, i)
 }
 
-func canonRows21(t testing.TB, rec arrow.RecordBatch) []map[string]any {
+func w21CanonRows(t testing.TB, rec arrow.RecordBatch) []map[string]any {
 	t.Helper()
 	rows := make([]map[string]any, rec.NumRows())
 	for i := range rows {
 		row := map[string]any{}
 		for c := 0; c < int(rec.NumCols()); c++ {
-			row[rec.ColumnName(c)] = canonValue21(rec.Column(c), i)
+			row[rec.ColumnName(c)] = w21CanonValue(rec.Column(c), i)
 		}
 		rows[i] = row
 	}
 	return normalizeJSON(t, rows)
 }
 
-// writeDatasetFile writes data (a finished data file) as a one-fragment dataset at dir
+// w21WriteDataset writes data (a finished data file) as a one-fragment dataset at dir
 // with a version-1 manifest whose data format matches the file.
-func writeDatasetFile(t testing.TB, dir string, s *schema.Schema, data []byte, info FileInfo) {
+func w21WriteDataset(t testing.TB, dir string, s *schema.Schema, data []byte, info FileInfo) {
 	t.Helper()
 	name := dataFileName()
 	for _, d := range []string{"data", "_versions"} {
@@ -119,8 +119,8 @@ func writeDatasetFile(t testing.TB, dir string, s *schema.Schema, data []byte, i
 	}
 }
 
-// lanceDBRead reads table name of db with LanceDB and returns its rows.
-func lanceDBRead(t testing.TB, db, name string, as *arrow.Schema) nodeTable {
+// w21LanceDBRead reads table name of db with LanceDB and returns its rows.
+func w21LanceDBRead(t testing.TB, db, name string, as *arrow.Schema) nodeTable {
 	t.Helper()
 	var got nodeTable
 	if err := json.Unmarshal(runFilecheck(t, "read", db, name, selectFor(as)), &got); err != nil {
@@ -155,7 +155,7 @@ func TestInterop21LanceDBReadsAllTypes(t *testing.T) {
 				r2 := withAllNull(r, "allnull")
 				r.Release()
 				recs = append(recs, r2)
-				want = append(want, canonRows21(t, r2)...)
+				want = append(want, w21CanonRows(t, r2)...)
 			}
 			data, info := writeFile(t, s, tc.opts, recs...)
 			for _, r := range recs {
@@ -164,8 +164,8 @@ func TestInterop21LanceDBReadsAllTypes(t *testing.T) {
 			if info.Major != 2 || info.Minor != 1 {
 				t.Fatalf("file version %d.%d", info.Major, info.Minor)
 			}
-			writeDatasetFile(t, filepath.Join(db, tc.name+".lance"), s, data, info)
-			got := lanceDBRead(t, db, tc.name, as)
+			w21WriteDataset(t, filepath.Join(db, tc.name+".lance"), s, data, info)
+			got := w21LanceDBRead(t, db, tc.name, as)
 			if got.Count != int(info.Rows) {
 				t.Fatalf("LanceDB countRows %d, want %d", got.Count, info.Rows)
 			}
@@ -174,10 +174,10 @@ func TestInterop21LanceDBReadsAllTypes(t *testing.T) {
 	}
 }
 
-// wide21Schema has the values that go full-zip (vectors of 64+ float32s, long strings),
+// w21WideSchema has the values that go full-zip (vectors of 64+ float32s, long strings),
 // FSST (pages of 32 KiB+ of text), bitpacking (narrow integers over many chunks) and
 // the all-null layouts with levels.
-func wide21Schema() *arrow.Schema {
+func w21WideSchema() *arrow.Schema {
 	item := func(t arrow.DataType, nullable bool) arrow.Field {
 		return arrow.Field{Name: "item", Type: t, Nullable: nullable}
 	}
@@ -206,20 +206,20 @@ func wide21Schema() *arrow.Schema {
 	}, nil)
 }
 
-var words21 = []string{"the", "model", "reasons", "about", "tool", "output", "and", "then", "answers", "user", "with", "a", "short", "plan", "ümlaut", "€"}
+var w21Words = []string{"the", "model", "reasons", "about", "tool", "output", "and", "then", "answers", "user", "with", "a", "short", "plan", "ümlaut", "€"}
 
-func (g *gen) text(minLen, maxLen int) string {
-	n := minLen + g.rng.IntN(maxLen-minLen+1)
+func (g *gen) w21Text(minLen, w21MaxLen int) string {
+	n := minLen + g.rng.IntN(w21MaxLen-minLen+1)
 	b := make([]byte, 0, n+8)
 	for len(b) < n {
-		b = append(b, words21[g.rng.IntN(len(words21))]...)
+		b = append(b, w21Words[g.rng.IntN(len(w21Words))]...)
 		b = append(b, ' ')
 	}
 	return string(b)
 }
 
-// wideBatch builds n rows of wide21Schema starting at row id start.
-func (g *gen) wideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
+// w21WideBatch builds n rows of w21WideSchema starting at row id start.
+func (g *gen) w21WideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
 	b := array.NewRecordBuilder(g.mem, s)
 	defer b.Release()
 	stType := s.Field(13).Type.(*arrow.StructType)
@@ -242,7 +242,7 @@ func (g *gen) wideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
 		if row%11 == 0 {
 			b.Field(3).AppendNull()
 		} else {
-			b.Field(3).(*array.StringBuilder).Append(g.text(5, 60))
+			b.Field(3).(*array.StringBuilder).Append(g.w21Text(5, 60))
 		}
 		if row%13 == 0 {
 			b.Field(4).AppendNull()
@@ -255,9 +255,9 @@ func (g *gen) wideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
 		case 4:
 			b.Field(5).(*array.StringBuilder).Append("")
 		default:
-			b.Field(5).(*array.StringBuilder).Append(g.text(300, 2000))
+			b.Field(5).(*array.StringBuilder).Append(g.w21Text(300, 2000))
 		}
-		b.Field(6).(*array.LargeStringBuilder).Append(g.text(200, 700))
+		b.Field(6).(*array.LargeStringBuilder).Append(g.w21Text(200, 700))
 		if row%5 == 0 {
 			b.Field(7).AppendNull()
 		} else {
@@ -319,7 +319,7 @@ func (g *gen) wideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
 				if j == 2 {
 					sb.AppendNull()
 				} else {
-					sb.Append(g.text(250, 600))
+					sb.Append(g.w21Text(250, 600))
 				}
 			}
 		}
@@ -339,7 +339,7 @@ func (g *gen) wideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
 		if row%3 == 0 || row%10 == 3 {
 			docB.AppendNull()
 		} else {
-			docB.Append(g.text(260, 500))
+			docB.Append(g.w21Text(260, 500))
 		}
 		if row%4 == 1 || row%10 == 3 {
 			embB.AppendNull()
@@ -385,7 +385,7 @@ func (g *gen) wideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
 
 func TestInterop21LanceDBReadsWideValues(t *testing.T) {
 	db := t.TempDir()
-	as := wide21Schema()
+	as := w21WideSchema()
 	s, err := schema.FromArrow(as)
 	if err != nil {
 		t.Fatal(err)
@@ -405,16 +405,16 @@ func TestInterop21LanceDBReadsWideValues(t *testing.T) {
 			var want []map[string]any
 			row := 0
 			for _, n := range tc.sizes {
-				r := g.wideBatch(as, row, n)
+				r := g.w21WideBatch(as, row, n)
 				row += n
 				recs = append(recs, r)
-				want = append(want, canonRows21(t, r)...)
+				want = append(want, w21CanonRows(t, r)...)
 			}
 			data, info := writeFile(t, s, tc.opts, recs...)
 			for _, r := range recs {
 				r.Release()
 			}
-			layouts := inspect21(t, data)
+			layouts := w21Inspect(t, data)
 			for col, want := range map[string]string{
 				"small": "mini_block/inline_bitpacking", "tiny": "mini_block/inline_bitpacking",
 				"text": "mini_block/fsst", "role": "mini_block/dictionary",
@@ -431,8 +431,8 @@ func TestInterop21LanceDBReadsWideValues(t *testing.T) {
 			if tc.name == "widepages" && len(layouts["long"]) < 2 {
 				t.Errorf("column long has %d pages, want several", len(layouts["long"]))
 			}
-			writeDatasetFile(t, filepath.Join(db, tc.name+".lance"), s, data, info)
-			got := lanceDBRead(t, db, tc.name, as)
+			w21WriteDataset(t, filepath.Join(db, tc.name+".lance"), s, data, info)
+			got := w21LanceDBRead(t, db, tc.name, as)
 			if got.Count != int(info.Rows) {
 				t.Fatalf("LanceDB countRows %d, want %d", got.Count, info.Rows)
 			}
@@ -487,7 +487,7 @@ func TestInterop21ExtraTypesAndDeepNesting(t *testing.T) {
 			for _, n := range tc.sizes {
 				r := g.record(tc.as, n)
 				recs = append(recs, r)
-				rows := canonRows21(t, r)
+				rows := w21CanonRows(t, r)
 				// LanceDB prints decimals with all their scale digits.
 				for c := 0; c < int(r.NumCols()); c++ {
 					dec, ok := r.Column(c).(*array.Decimal128)
@@ -506,7 +506,7 @@ func TestInterop21ExtraTypesAndDeepNesting(t *testing.T) {
 			for _, r := range recs {
 				r.Release()
 			}
-			writeDatasetFile(t, filepath.Join(db, tc.name+".lance"), s, data, info)
+			w21WriteDataset(t, filepath.Join(db, tc.name+".lance"), s, data, info)
 			var sel [][2]string
 			for _, f := range tc.as.Fields() {
 				expr := f.Name
@@ -556,13 +556,13 @@ func TestInterop21LongRunsOfEmptyLists(t *testing.T) {
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	data, info := writeFile(t, s, WriterOptions{Version: V2_1, PageRows: -1}, rec)
-	layouts := inspect21(t, data)
+	layouts := w21Inspect(t, data)
 	for _, col := range []string{"l.item", "s.item"} {
 		if len(layouts[col]) != 1 || layouts[col][0][:8] != "full_zip" {
 			t.Errorf("column %s: pages %v, want one full-zip page", col, layouts[col])
 		}
 	}
-	writeDatasetFile(t, filepath.Join(db, "runs.lance"), s, data, info)
-	got := lanceDBRead(t, db, "runs", as)
-	compareRows(t, "LanceDB read of a Go 2.1 file", normalizeJSON(t, got.Rows), canonRows21(t, rec))
+	w21WriteDataset(t, filepath.Join(db, "runs.lance"), s, data, info)
+	got := w21LanceDBRead(t, db, "runs", as)
+	compareRows(t, "LanceDB read of a Go 2.1 file", normalizeJSON(t, got.Rows), w21CanonRows(t, rec))
 }

@@ -20,8 +20,8 @@ import (
 // levels but no value. Every other slot carries one value of the leaf (a null value
 // when its definition level is not 0).
 
-// levels21 is the levels of one page.
-type levels21 struct {
+// w21Levels is the levels of one page.
+type w21Levels struct {
 	rep, def []uint16 // nil when the page needs none
 	dead     []bool   // nil when every slot carries a value
 	// layers describes the layers for the page layout, innermost first.
@@ -30,10 +30,10 @@ type levels21 struct {
 	maxRep uint16
 }
 
-func (lv *levels21) alive(i int) bool { return lv.dead == nil || !lv.dead[i] }
+func (lv *w21Levels) alive(i int) bool { return lv.dead == nil || !lv.dead[i] }
 
 // computeLevels derives the page's levels from the leaf's layers.
-func (lf *leaf21) computeLevels() (*levels21, error) {
+func (lf *w21Leaf) computeLevels() (*w21Levels, error) {
 	nl := len(lf.layers)
 	kinds := make([]pb.RepDefLayer, nl)
 	nullLevel := make([]uint16, nl)
@@ -83,7 +83,7 @@ func (lf *leaf21) computeLevels() (*levels21, error) {
 			r--
 		}
 	}
-	lv := &levels21{maxRep: maxRep, slots: lf.layers[0].n}
+	lv := &w21Levels{maxRep: maxRep, slots: lf.layers[0].n}
 	for k := nl - 1; k >= 0; k-- {
 		lv.layers = append(lv.layers, kinds[k])
 	}
@@ -104,7 +104,7 @@ func (lf *leaf21) computeLevels() (*levels21, error) {
 				if !lv.alive(i) {
 					continue
 				}
-				if lv.def[i] == 0 && ly.state[e] == st21Null {
+				if lv.def[i] == 0 && ly.state[e] == w21Null {
 					lv.def[i] = nullLevel[k]
 				}
 				e++
@@ -137,7 +137,7 @@ func (lf *leaf21) computeLevels() (*levels21, error) {
 // expandList replaces every live slot by the slots of its list: one per item of a
 // valid non-empty list (the first inheriting the slot's repetition level, or taking the
 // list's), one dead slot for a null, empty or masked list.
-func (lv *levels21) expandList(ly *layer21, repLevel, nullLevel, emptyLevel uint16) error {
+func (lv *w21Levels) expandList(ly *w21Layer, repLevel, nullLevel, emptyLevel uint16) error {
 	size := 0
 	e := 0
 	for i := 0; i < lv.slots; i++ {
@@ -149,7 +149,7 @@ func (lv *levels21) expandList(ly *layer21, repLevel, nullLevel, emptyLevel uint
 			return fmt.Errorf("lance file: levels: list layer has %d entries, more slots reach it", ly.n)
 		}
 		l := int(ly.lens[e])
-		if l == 0 || (lv.def != nil && lv.def[i] != 0) || (ly.state != nil && ly.state[e] != st21Valid) {
+		if l == 0 || (lv.def != nil && lv.def[i] != 0) || (ly.state != nil && ly.state[e] != w21Valid) {
 			size++
 		} else {
 			size += l
@@ -184,7 +184,7 @@ func (lv *levels21) expandList(ly *layer21, repLevel, nullLevel, emptyLevel uint
 		if r == 0 {
 			r = repLevel
 		}
-		st := st21Valid
+		st := w21Valid
 		if ly.state != nil {
 			st = ly.state[e]
 		}
@@ -194,7 +194,7 @@ func (lv *levels21) expandList(ly *layer21, repLevel, nullLevel, emptyLevel uint
 		switch {
 		case def != nil && lv.def[i] != 0:
 			d = lv.def[i]
-		case st == st21Null:
+		case st == w21Null:
 			d = nullLevel
 		case l == 0:
 			d = emptyLevel

@@ -26,28 +26,28 @@ import (
 // estimate says the dictionary pays (few distinct values).
 
 const (
-	// miniblockMaxValueBytes is the value size from which pages go full-zip.
-	miniblockMaxValueBytes = 256
-	// miniblockMaxWideValue is the widest value written mini-block when full-zip is not
+	// w21MaxMiniBlockValue is the value size from which pages go full-zip.
+	w21MaxMiniBlockValue = 256
+	// w21MaxWideMiniBlockValue is the widest value written mini-block when full-zip is not
 	// an option (two values a chunk must fit in a 32 KiB chunk).
-	miniblockMaxWideValue = 8 << 10
-	// miniblockMaxChunkBytes bounds a serialized chunk (its size is stored as a count
+	w21MaxWideMiniBlockValue = 8 << 10
+	// w21MaxChunkBytes bounds a serialized chunk (its size is stored as a count
 	// of 8-byte words in 12 bits).
-	miniblockMaxChunkBytes = 32 * 1024
-	miniblockFill          = 0xFE
-	// dictMinValues: pages with fewer values are never dictionary-encoded.
-	dictMinValues = 100
-	// dictMaxRatio: a dictionary is used when its estimated size is below this share
+	w21MaxChunkBytes = 32 * 1024
+	w21Fill          = 0xFE
+	// w21DictMinValues: pages with fewer values are never dictionary-encoded.
+	w21DictMinValues = 100
+	// w21DictMaxRatio: a dictionary is used when its estimated size is below this share
 	// of the plain size.
-	dictMaxRatio = 0.8
+	w21DictMaxRatio = 0.8
 )
 
-// fullZipSafe reports whether LanceDB 0.31's full-zip reader decodes a page with these
+// w21FullZipSafe reports whether LanceDB 0.31's full-zip reader decodes a page with these
 // levels. It does not when values are fixed-width and the column repeats (it then
 // counts the leaf's values as rows), nor when a struct with nulls encloses a list (it
 // takes every non-list definition level for a visible value, also the struct's, which
 // hides whole lists). Such pages are written mini-block when their values fit.
-func fullZipSafe(lv *levels21, fixed bool) bool {
+func w21FullZipSafe(lv *w21Levels, fixed bool) bool {
 	if lv.rep == nil {
 		return true
 	}
@@ -69,12 +69,12 @@ func fullZipSafe(lv *levels21, fixed bool) bool {
 	return true
 }
 
-// errChunkTooBig: the page's levels do not fit mini-block chunks (a run of many empty
+// errW21ChunkTooBig: the page's levels do not fit mini-block chunks (a run of many empty
 // or null lists); the page is written full-zip instead.
-var errChunkTooBig = errors.New("mini-block chunk too big")
+var errW21ChunkTooBig = errors.New("mini-block chunk too big")
 
 // flushLeaf21 writes the pending page of lf, if any.
-func (w *Writer) flushLeaf21(lf *leaf21) error {
+func (w *Writer) flushLeaf21(lf *w21Leaf) error {
 	if lf.rows == 0 {
 		return nil
 	}
@@ -83,7 +83,7 @@ func (w *Writer) flushLeaf21(lf *leaf21) error {
 	return err
 }
 
-func (w *Writer) encodePage21(lf *leaf21) error {
+func (w *Writer) encodePage21(lf *w21Leaf) error {
 	lv, err := lf.computeLevels()
 	if err != nil {
 		return err
@@ -101,47 +101,47 @@ func (w *Writer) encodePage21(lf *leaf21) error {
 		return w.writeAllNull21(lf, lv)
 	}
 	if values == 0 {
-		var dict *dictPage
-		if lf.kind == leaf21Dict {
+		var dict *w21DictPage
+		if lf.kind == w21LeafDict {
 			enc, blk, err := compress.EncodeVariableBlock([]uint64{0}, nil, lf.offsetBits)
 			if err != nil {
 				return err
 			}
-			dict = &dictPage{enc: enc, block: blk}
+			dict = &w21DictPage{enc: enc, block: blk}
 		}
-		return w.writeMiniBlock21(lf, lv, emptyMiniBlock(lf), dict)
+		return w.writeMiniBlock21(lf, lv, w21EmptyMiniBlock(lf), dict)
 	}
 	switch lf.kind {
-	case leaf21Var:
-		if idx, items, ok := dictionaryEncode(lf.offsets, lf.data, lf.offsetBits/8); ok {
+	case w21LeafVar:
+		if idx, items, ok := w21DictionaryEncode(lf.offsets, lf.data, lf.offsetBits/8); ok {
 			mb := compress.EncodeMiniBlockFixed(idx, lf.offsetBits, values)
 			enc, blk, err := compress.EncodeVariableBlock(items.offsets, items.data, lf.offsetBits)
 			if err != nil {
 				return err
 			}
-			return w.writeMiniBlock21(lf, lv, mb, &dictPage{enc: enc, block: blk, items: uint64(len(items.offsets) - 1)})
+			return w.writeMiniBlock21(lf, lv, mb, &w21DictPage{enc: enc, block: blk, items: uint64(len(items.offsets) - 1)})
 		}
-		if ml := maxLen(lf.offsets); ml < miniblockMaxValueBytes || (ml <= miniblockMaxWideValue && !fullZipSafe(lv, false)) {
+		if ml := w21MaxLen(lf.offsets); ml < w21MaxMiniBlockValue || (ml <= w21MaxWideMiniBlockValue && !w21FullZipSafe(lv, false)) {
 			mb, err := compress.EncodeMiniBlockVariable(lf.offsets, lf.data, lf.offsetBits, lf.text)
 			if err != nil {
 				return err
 			}
-			if err := w.writeMiniBlock21(lf, lv, mb, nil); !errors.Is(err, errChunkTooBig) {
+			if err := w.writeMiniBlock21(lf, lv, mb, nil); !errors.Is(err, errW21ChunkTooBig) {
 				return err
 			}
 		}
 		return w.writeFullZip21(lf, lv)
-	case leaf21Dict:
+	case w21LeafDict:
 		mb := compress.EncodeMiniBlockFixed(lf.values, 8*lf.width, values)
 		enc, blk, err := compress.EncodeVariableBlock(lf.offsets, lf.data, lf.offsetBits)
 		if err != nil {
 			return err
 		}
-		return w.writeMiniBlock21(lf, lv, mb, &dictPage{enc: enc, block: blk, items: uint64(len(lf.offsets) - 1)})
-	case leaf21Bool:
+		return w.writeMiniBlock21(lf, lv, mb, &w21DictPage{enc: enc, block: blk, items: uint64(len(lf.offsets) - 1)})
+	case w21LeafBool:
 		return w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.bools.bytes(), 1, values), nil)
-	case leaf21FSL:
-		if vw := lf.width * lf.dim; vw < miniblockMaxValueBytes || (vw <= miniblockMaxWideValue && !fullZipSafe(lv, true)) {
+	case w21LeafFSL:
+		if vw := lf.width * lf.dim; vw < w21MaxMiniBlockValue || (vw <= w21MaxWideMiniBlockValue && !w21FullZipSafe(lv, true)) {
 			items := lf.values
 			bitsPerItem := 8 * lf.width
 			if lf.width == 0 {
@@ -152,51 +152,51 @@ func (w *Writer) encodePage21(lf *leaf21) error {
 				iv = lf.itemValid.bytes()
 			}
 			err := w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFSL(items, iv, bitsPerItem, lf.dim, values), nil)
-			if !errors.Is(err, errChunkTooBig) {
+			if !errors.Is(err, errW21ChunkTooBig) {
 				return err
 			}
 		}
 		return w.writeFullZip21(lf, lv)
 	}
-	if lf.width < miniblockMaxValueBytes || (lf.width <= miniblockMaxWideValue && !fullZipSafe(lv, true)) {
+	if lf.width < w21MaxMiniBlockValue || (lf.width <= w21MaxWideMiniBlockValue && !w21FullZipSafe(lv, true)) {
 		err := w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.values, 8*lf.width, values), nil)
-		if !errors.Is(err, errChunkTooBig) {
+		if !errors.Is(err, errW21ChunkTooBig) {
 			return err
 		}
 	}
 	return w.writeFullZip21(lf, lv)
 }
 
-// emptyMiniBlock is a mini-block of one chunk without values, for pages that only
+// w21EmptyMiniBlock is a mini-block of one chunk without values, for pages that only
 // hold levels.
-func emptyMiniBlock(lf *leaf21) *compress.EncodedMiniBlock {
+func w21EmptyMiniBlock(lf *w21Leaf) *compress.EncodedMiniBlock {
 	enc := compress.EncodeFlatEncoding(uint64(8 * lf.width))
 	var buf []byte
 	switch lf.kind {
-	case leaf21Bool:
+	case w21LeafBool:
 		enc = compress.EncodeFlatEncoding(1)
-	case leaf21Var:
+	case w21LeafVar:
 		enc = compress.EncodeVariableEncoding(uint64(lf.offsetBits))
 		// One offset (to the end of the offsets) and padding: LanceDB's reader wants
 		// at least two offsets' worth of bytes in a chunk.
 		buf = make([]byte, 2*lf.offsetBits/8)
 		buf[0] = byte(lf.offsetBits / 8)
 		for i := lf.offsetBits / 8; i < len(buf); i++ {
-			buf[i] = miniblockFill
+			buf[i] = w21Fill
 		}
-	case leaf21FSL:
+	case w21LeafFSL:
 		bits := 8 * lf.width
 		if lf.width == 0 {
 			bits = 1
 		}
 		enc = compress.EncodeFixedSizeListEncoding(uint64(lf.dim), false, compress.EncodeFlatEncoding(uint64(bits)))
-	case leaf21Dict:
+	case w21LeafDict:
 		enc = compress.EncodeFlatEncoding(uint64(8 * lf.width))
 	}
 	return &compress.EncodedMiniBlock{Encoding: enc, NumBuffers: 1, Chunks: []compress.EncodedChunk{{N: 0, Buffers: [][]byte{buf}}}}
 }
 
-func maxLen(offsets []uint64) uint64 {
+func w21MaxLen(offsets []uint64) uint64 {
 	var m uint64
 	for i := 1; i < len(offsets); i++ {
 		m = max(m, offsets[i]-offsets[i-1])
@@ -204,13 +204,13 @@ func maxLen(offsets []uint64) uint64 {
 	return m
 }
 
-// varValues is variable-width values as offsets into data.
-type varValues struct {
+// w21VarValues is variable-width values as offsets into data.
+type w21VarValues struct {
 	offsets []uint64
 	data    []byte
 }
 
-// dictionaryEncode decides, like LanceDB, whether a variable-width page is better
+// w21DictionaryEncode decides, like LanceDB, whether a variable-width page is better
 // dictionary-encoded: at least 100 values and a dictionary-encoded size (distinct
 // values, their offsets and one offset-wide index per value) below 80% of the plain
 // size (values and offsets). Lance estimates the distinct values' bytes as their count
@@ -218,15 +218,15 @@ type varValues struct {
 // with many empty ones from being "compressed" into a dictionary as large as the page.
 // w is the offset width (4 or 8 bytes), also the width of the indices, as in Lance. It
 // returns the indices (little-endian) and the distinct values in first-seen order.
-func dictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, varValues, bool) {
+func w21DictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, w21VarValues, bool) {
 	n := len(offsets) - 1
-	if n < dictMinValues {
-		return nil, varValues{}, false
+	if n < w21DictMinValues {
+		return nil, w21VarValues{}, false
 	}
-	limit := dictMaxRatio * float64(offsets[n]+uint64(w*(n+1)))
+	limit := w21DictMaxRatio * float64(offsets[n]+uint64(w*(n+1)))
 	index := make(map[string]uint32, 64)
 	idx := make([]byte, 0, w*n)
-	items := varValues{offsets: []uint64{0}}
+	items := w21VarValues{offsets: []uint64{0}}
 	for i := 0; i < n; i++ {
 		v := data[offsets[i]:offsets[i+1]]
 		k, ok := index[string(v)]
@@ -237,25 +237,25 @@ func dictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, varValues, 
 			items.offsets = append(items.offsets, uint64(len(items.data)))
 			// Give up as soon as the dictionary cannot win any more.
 			if float64(len(items.data)+w*len(index)+w*n) >= limit {
-				return nil, varValues{}, false
+				return nil, w21VarValues{}, false
 			}
 		}
-		idx = appendUint(idx, uint64(k), w)
+		idx = w21AppendUint(idx, uint64(k), w)
 	}
 	return idx, items, true
 }
 
-// dictPage is the dictionary of a dictionary-encoded mini-block page.
-type dictPage struct {
+// w21DictPage is the dictionary of a dictionary-encoded mini-block page.
+type w21DictPage struct {
 	enc   *pb.CompressiveEncoding
 	block []byte
 	items uint64
 }
 
-// chunkLevels returns how many levels belong to each chunk: the levels up to and
+// w21ChunkLevels returns how many levels belong to each chunk: the levels up to and
 // including the chunk's last value (dead slots before a value go with it), the last
 // chunk also taking the trailing dead slots.
-func chunkLevels(lv *levels21, chunks []compress.EncodedChunk) []int {
+func w21ChunkLevels(lv *w21Levels, chunks []compress.EncodedChunk) []int {
 	out := make([]int, len(chunks))
 	if lv.dead == nil {
 		for i, c := range chunks {
@@ -280,10 +280,10 @@ func chunkLevels(lv *levels21, chunks []compress.EncodedChunk) []int {
 	return out
 }
 
-// repetitionIndex builds the mini-block repetition index: per chunk, the rows that
+// w21RepetitionIndex builds the mini-block repetition index: per chunk, the rows that
 // finish in it and the levels left over after its last finished row (0 when the next
 // chunk starts a new row, or for the last chunk).
-func repetitionIndex(rep []uint16, maxRep uint16, counts []int) []byte {
+func w21RepetitionIndex(rep []uint16, maxRep uint16, counts []int) []byte {
 	out := make([]byte, 0, 16*len(counts))
 	pos := 0
 	for i, c := range counts {
@@ -316,7 +316,7 @@ func repetitionIndex(rep []uint16, maxRep uint16, counts []int) []byte {
 	return out
 }
 
-func pad8(b []byte, fill byte) []byte {
+func w21Pad8(b []byte, fill byte) []byte {
 	for len(b)%8 != 0 {
 		b = append(b, fill)
 	}
@@ -328,8 +328,8 @@ func pad8(b []byte, fill byte) []byte {
 // chunks ([u16 levels][u16 rep size][u16 def size][u16 per value buffer], padding, then
 // the rep, def and value buffers, each padded to 8 bytes), the dictionary, and the
 // repetition index when the column repeats.
-func (w *Writer) writeMiniBlock21(lf *leaf21, lv *levels21, mb *compress.EncodedMiniBlock, dict *dictPage) error {
-	counts := chunkLevels(lv, mb.Chunks)
+func (w *Writer) writeMiniBlock21(lf *w21Leaf, lv *w21Levels, mb *compress.EncodedMiniBlock, dict *w21DictPage) error {
+	counts := w21ChunkLevels(lv, mb.Chunks)
 	var repEnc, defEnc *pb.CompressiveEncoding
 	var repBufs, defBufs [][]byte
 	if lv.rep != nil {
@@ -347,7 +347,7 @@ func (w *Writer) writeMiniBlock21(lf *leaf21, lv *levels21, mb *compress.Encoded
 			levels = counts[i]
 		}
 		if levels > 0xFFFF {
-			return errChunkTooBig
+			return errW21ChunkTooBig
 		}
 		data = binary.LittleEndian.AppendUint16(data, uint16(levels))
 		var parts [][]byte
@@ -360,17 +360,17 @@ func (w *Writer) writeMiniBlock21(lf *leaf21, lv *levels21, mb *compress.Encoded
 		parts = append(parts, c.Buffers...)
 		for _, p := range parts {
 			if len(p) > 0xFFFF {
-				return errChunkTooBig
+				return errW21ChunkTooBig
 			}
 			data = binary.LittleEndian.AppendUint16(data, uint16(len(p)))
 		}
-		data = pad8(data, miniblockFill)
+		data = w21Pad8(data, w21Fill)
 		for _, p := range parts {
-			data = pad8(append(data, p...), miniblockFill)
+			data = w21Pad8(append(data, p...), w21Fill)
 		}
 		size := len(data) - start
-		if size > miniblockMaxChunkBytes {
-			return errChunkTooBig
+		if size > w21MaxChunkBytes {
+			return errW21ChunkTooBig
 		}
 		logN := 0
 		if i < len(mb.Chunks)-1 {
@@ -394,7 +394,7 @@ func (w *Writer) writeMiniBlock21(lf *leaf21, lv *levels21, mb *compress.Encoded
 	}
 	if lv.rep != nil {
 		layout.RepetitionIndexDepth = 1
-		bufs = append(bufs, repetitionIndex(lv.rep, lv.maxRep, counts))
+		bufs = append(bufs, w21RepetitionIndex(lv.rep, lv.maxRep, counts))
 	}
 	return w.writePage21(lf.col, lf.rows, lf.pageRow, &pb.PageLayout{Layout: &pb.PageLayout_MiniBlockLayout{MiniBlockLayout: layout}}, bufs...)
 }
@@ -402,7 +402,7 @@ func (w *Writer) writeMiniBlock21(lf *leaf21, lv *levels21, mb *compress.Encoded
 // writeAllNull21 writes a page whose values are all null: no buffers for a nullable
 // top-level column, otherwise the raw u16 repetition and definition levels (empty
 // buffers when absent).
-func (w *Writer) writeAllNull21(lf *leaf21, lv *levels21) error {
+func (w *Writer) writeAllNull21(lf *w21Leaf, lv *w21Levels) error {
 	layout := &pb.ConstantLayout{Layers: lv.layers}
 	page := &pb.PageLayout{Layout: &pb.PageLayout_ConstantLayout{ConstantLayout: layout}}
 	if len(lf.layers) == 1 && lv.rep == nil {
@@ -419,9 +419,9 @@ func (w *Writer) writeAllNull21(lf *leaf21, lv *levels21) error {
 	return w.writePage21(lf.col, lf.rows, lf.pageRow, page, u16(lv.rep), u16(lv.def))
 }
 
-// byteWidth is the width Lance's byte packer picks for integers up to max: 0, 1, 2, 4
+// w21ByteWidth is the width Lance's byte packer picks for integers up to max: 0, 1, 2, 4
 // or 8 bytes.
-func byteWidth(max uint64) int {
+func w21ByteWidth(max uint64) int {
 	switch {
 	case max == 0:
 		return 0
@@ -435,7 +435,7 @@ func byteWidth(max uint64) int {
 	return 8
 }
 
-func appendUint(b []byte, v uint64, width int) []byte {
+func w21AppendUint(b []byte, v uint64, width int) []byte {
 	switch width {
 	case 1:
 		return append(b, byte(v))
@@ -455,7 +455,7 @@ func appendUint(b []byte, v uint64, width int) []byte {
 // length and bytes (variable width; nulls store no length). Buffer 1, the repetition
 // index, holds the byte offset of every row start plus the end, byte-packed; fixed-width
 // pages without repetition have none.
-func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
+func (w *Writer) writeFullZip21(lf *w21Leaf, lv *w21Levels) error {
 	var maxRep, maxDef uint16
 	for _, r := range lv.rep {
 		maxRep = max(maxRep, r)
@@ -493,7 +493,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 	var varData []byte
 	offBytes := 0
 	switch lf.kind {
-	case leaf21Var:
+	case w21LeafVar:
 		enc, off, data, err := compress.EncodePerValueVariable(lf.offsets, lf.data, lf.offsetBits, lf.text)
 		if err != nil {
 			return err
@@ -501,7 +501,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 		layout.ValueCompression = enc
 		layout.Details = &pb.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(lf.offsetBits)}
 		varOff, varData, offBytes = off, data, lf.offsetBits/8
-	case leaf21FSL:
+	case w21LeafFSL:
 		if lf.width == 0 {
 			return fmt.Errorf("lance file: field %q: a page of boolean vectors whose levels do not fit mini-blocks", lf.field.Name)
 		}
@@ -526,7 +526,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 		}
 		layout.ValueCompression = compress.EncodePerValueFSL(8*lf.width, lf.dim, lf.itemValidUsed)
 		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
-	case leaf21Bool, leaf21Dict:
+	case w21LeafBool, w21LeafDict:
 		// Only for pages without any value (see encodePage21): no value is stored, the
 		// declared width just has to be whole bytes.
 		if values != 0 {
@@ -535,7 +535,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 		fixedWidth = max(1, lf.width)
 		layout.ValueCompression = compress.EncodeFlatEncoding(uint64(8 * fixedWidth))
 		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
-	case leaf21Fixed:
+	case w21LeafFixed:
 		fixed, fixedWidth = lf.values, lf.width
 		layout.ValueCompression = compress.EncodeFlatEncoding(uint64(8 * fixedWidth))
 		layout.Details = &pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(8 * fixedWidth)}
@@ -548,7 +548,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 	} else if lv.rep != nil {
 		bound = uint64(len(fixed) + cw*numItems)
 	}
-	idxWidth := byteWidth(bound)
+	idxWidth := w21ByteWidth(bound)
 	var index []byte
 	size := len(fixed) + cw*numItems
 	if varOff != nil {
@@ -559,7 +559,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 	for i := 0; i < numItems; i++ {
 		newRow := lv.rep == nil || lv.rep[i] == maxRep
 		if newRow && idxWidth > 0 {
-			index = appendUint(index, uint64(len(zipped)), idxWidth)
+			index = w21AppendUint(index, uint64(len(zipped)), idxWidth)
 		}
 		var r, d uint16
 		if lv.rep != nil {
@@ -583,7 +583,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 		if varOff != nil {
 			if d == 0 {
 				val := varData[varOff[v]:varOff[v+1]]
-				zipped = appendUint(zipped, uint64(len(val)), offBytes)
+				zipped = w21AppendUint(zipped, uint64(len(val)), offBytes)
 				zipped = append(zipped, val...)
 			}
 		} else {
@@ -593,7 +593,7 @@ func (w *Writer) writeFullZip21(lf *leaf21, lv *levels21) error {
 	}
 	bufs := [][]byte{zipped}
 	if idxWidth > 0 {
-		index = appendUint(index, uint64(len(zipped)), idxWidth)
+		index = w21AppendUint(index, uint64(len(zipped)), idxWidth)
 		bufs = append(bufs, index)
 	}
 	return w.writePage21(lf.col, lf.rows, lf.pageRow, &pb.PageLayout{Layout: &pb.PageLayout_FullZipLayout{FullZipLayout: layout}}, bufs...)

@@ -27,16 +27,16 @@ import (
 
 // Entry states recorded per layer.
 const (
-	st21Valid  uint8 = 0
-	st21Null   uint8 = 1
-	st21Masked uint8 = 2
+	w21Valid  uint8 = 0
+	w21Null   uint8 = 1
+	w21Masked uint8 = 2
 )
 
-// layer21 is one layer of a leaf's pending page.
-type layer21 struct {
+// w21Layer is one layer of a leaf's pending page.
+type w21Layer struct {
 	list bool
 	// alwaysNullable makes the layer nullable in every page, nulls or not (see
-	// newNode21).
+	// newW21Node).
 	alwaysNullable bool
 	// state holds one entry state per entry, nil while every entry is valid.
 	state []uint8
@@ -48,7 +48,7 @@ type layer21 struct {
 	empties int
 }
 
-func (l *layer21) appendStates(st []uint8, n int) {
+func (l *w21Layer) appendStates(st []uint8, n int) {
 	if st == nil {
 		if l.state != nil {
 			l.state = append(l.state, make([]uint8, n)...)
@@ -64,14 +64,14 @@ func (l *layer21) appendStates(st []uint8, n int) {
 		// Masked entries count as nulls of this layer too: Lance pushes a struct's
 		// nulls down into its members, and its reader relies on it (it maps a null
 		// struct above a list without nulls to the wrong nesting depth).
-		if s != st21Valid {
+		if s != w21Valid {
 			l.nulls++
 		}
 	}
 	l.n += n
 }
 
-func (l *layer21) reset() {
+func (l *w21Layer) reset() {
 	l.state = nil
 	l.n = 0
 	l.lens = l.lens[:0]
@@ -79,47 +79,47 @@ func (l *layer21) reset() {
 	l.empties = 0
 }
 
-func (l *layer21) bytes() int { return len(l.state) + 4*len(l.lens) }
+func (l *w21Layer) bytes() int { return len(l.state) + 4*len(l.lens) }
 
-type node21Kind int
+type w21NodeKind int
 
 const (
-	node21Struct node21Kind = iota
-	node21List
-	node21Leaf
+	w21NodeStruct w21NodeKind = iota
+	w21NodeList
+	w21NodeLeaf
 )
 
-// node21 is one field of the tree being shredded.
-type node21 struct {
+// w21Node is one field of the tree being shredded.
+type w21Node struct {
 	field    *schema.Field
-	kind     node21Kind
+	kind     w21NodeKind
 	depth    int
 	large    bool
-	children []*node21
-	leaves   []*leaf21
-	leaf     *leaf21
+	children []*w21Node
+	leaves   []*w21Leaf
+	leaf     *w21Leaf
 	// scratch buffers reused across appends
 	st   []uint8
 	lens []uint32
 	mask []uint8
 }
 
-type leaf21Kind int
+type w21LeafKind int
 
 const (
-	leaf21Fixed leaf21Kind = iota
-	leaf21Bool
-	leaf21FSL
-	leaf21Var
-	leaf21Dict
+	w21LeafFixed w21LeafKind = iota
+	w21LeafBool
+	w21LeafFSL
+	w21LeafVar
+	w21LeafDict
 )
 
-// leaf21 accumulates the pending page of one leaf column.
-type leaf21 struct {
+// w21Leaf accumulates the pending page of one leaf column.
+type w21Leaf struct {
 	col    int
 	field  *schema.Field
-	layers []layer21
-	kind   leaf21Kind
+	layers []w21Layer
+	kind   w21LeafKind
 	// width is the bytes per value (fixed), per item (fsl; 0 for bool items) or per
 	// dictionary key (dict).
 	width int
@@ -143,10 +143,10 @@ type leaf21 struct {
 	rows    uint64
 }
 
-func (lf *leaf21) entries() int { return lf.layers[len(lf.layers)-1].n }
+func (lf *w21Leaf) entries() int { return lf.layers[len(lf.layers)-1].n }
 
 // bufferedBytes is the memory held by the pending page.
-func (lf *leaf21) bufferedBytes() int {
+func (lf *w21Leaf) bufferedBytes() int {
 	n := len(lf.values) + len(lf.bools.buf) + len(lf.itemValid.buf) + 8*len(lf.offsets) + len(lf.data)
 	for i := range lf.layers {
 		n += lf.layers[i].bytes()
@@ -154,7 +154,7 @@ func (lf *leaf21) bufferedBytes() int {
 	return n
 }
 
-func (lf *leaf21) reset() {
+func (lf *w21Leaf) reset() {
 	for i := range lf.layers {
 		lf.layers[i].reset()
 	}
@@ -171,19 +171,19 @@ func (lf *leaf21) reset() {
 	lf.rows = 0
 }
 
-// newNode21 builds the shredding tree of f at depth, appending its leaves to leaves.
+// newW21Node builds the shredding tree of f at depth, appending its leaves to leaves.
 //
 // path lists the fields above f, outermost first.
-func newNode21(f *schema.Field, depth int, path []*schema.Field, leaves *[]*leaf21) (*node21, error) {
-	n := &node21{field: f, depth: depth}
+func newW21Node(f *schema.Field, depth int, path []*schema.Field, leaves *[]*w21Leaf) (*w21Node, error) {
+	n := &w21Node{field: f, depth: depth}
 	switch t := f.Type.(type) {
 	case *arrow.StructType:
 		if len(f.Children) == 0 {
 			return nil, fmt.Errorf("lance file: field %q: a struct without members has no column in format 2.1", f.Name)
 		}
-		n.kind = node21Struct
+		n.kind = w21NodeStruct
 		for _, c := range f.Children {
-			cn, err := newNode21(c, depth+1, append(path, f), leaves)
+			cn, err := newW21Node(c, depth+1, append(path, f), leaves)
 			if err != nil {
 				return nil, err
 			}
@@ -192,17 +192,17 @@ func newNode21(f *schema.Field, depth int, path []*schema.Field, leaves *[]*leaf
 		}
 		return n, nil
 	case *arrow.ListType, *arrow.LargeListType:
-		n.kind = node21List
+		n.kind = w21NodeList
 		n.large = t.ID() == arrow.LARGE_LIST
-		cn, err := newNode21(f.Children[0], depth+1, append(path, f), leaves)
+		cn, err := newW21Node(f.Children[0], depth+1, append(path, f), leaves)
 		if err != nil {
 			return nil, err
 		}
-		n.children = []*node21{cn}
+		n.children = []*w21Node{cn}
 		n.leaves = cn.leaves
 		return n, nil
 	}
-	lf := &leaf21{col: len(*leaves), field: f, layers: make([]layer21, depth+1)}
+	lf := &w21Leaf{col: len(*leaves), field: f, layers: make([]w21Layer, depth+1)}
 	for i, pf := range path {
 		lf.layers[i].list = pf.Type.ID() == arrow.LIST || pf.Type.ID() == arrow.LARGE_LIST
 	}
@@ -232,13 +232,13 @@ func newNode21(f *schema.Field, depth int, path []*schema.Field, leaves *[]*leaf
 		if !ok {
 			return nil, fmt.Errorf("lance file: field %q: unsupported fixed_size_list item type %s", f.Name, t.Elem())
 		}
-		lf.kind, lf.width, lf.dim = leaf21FSL, w, int(t.Len())
+		lf.kind, lf.width, lf.dim = w21LeafFSL, w, int(t.Len())
 	case *arrow.DictionaryType:
 		kw, ok := valueWidth(t.IndexType)
 		if !ok || kw == 0 {
 			return nil, fmt.Errorf("lance file: field %q: unsupported dictionary index %s", f.Name, t.IndexType)
 		}
-		lf.kind, lf.width, lf.maxItems = leaf21Dict, kw, maxDictItems(t.IndexType)
+		lf.kind, lf.width, lf.maxItems = w21LeafDict, kw, maxDictItems(t.IndexType)
 		lf.offsetBits = 32
 		switch t.ValueType.ID() {
 		case arrow.LARGE_STRING, arrow.LARGE_BINARY:
@@ -250,7 +250,7 @@ func newNode21(f *schema.Field, depth int, path []*schema.Field, leaves *[]*leaf
 		lf.dictIndex = map[string]int{}
 		lf.offsets = []uint64{0}
 	case *arrow.StringType, *arrow.BinaryType, *arrow.LargeStringType, *arrow.LargeBinaryType:
-		lf.kind, lf.offsetBits = leaf21Var, 32
+		lf.kind, lf.offsetBits = w21LeafVar, 32
 		if t.ID() == arrow.LARGE_STRING || t.ID() == arrow.LARGE_BINARY {
 			lf.offsetBits = 64
 		}
@@ -261,12 +261,12 @@ func newNode21(f *schema.Field, depth int, path []*schema.Field, leaves *[]*leaf
 		if !ok {
 			return nil, fmt.Errorf("lance file: field %q: unsupported type %s", f.Name, f.Type)
 		}
-		lf.kind, lf.width = leaf21Fixed, w
+		lf.kind, lf.width = w21LeafFixed, w
 		if w == 0 {
-			lf.kind = leaf21Bool
+			lf.kind = w21LeafBool
 		}
 	}
-	n.kind, n.leaf, n.leaves = node21Leaf, lf, []*leaf21{lf}
+	n.kind, n.leaf, n.leaves = w21NodeLeaf, lf, []*w21Leaf{lf}
 	*leaves = append(*leaves, lf)
 	return n, nil
 }
@@ -275,7 +275,7 @@ func newNode21(f *schema.Field, depth int, path []*schema.Field, leaves *[]*leaf
 // (nil: nothing masked; else 1 = masked), and extra validity (nil or a bitmap at bit 0
 // of d.Len() bits that also marks entries null). It returns nil when every entry is
 // valid and unmasked.
-func (n *node21) states(d arrow.ArrayData, mask []uint8, extra []byte) []uint8 {
+func (n *w21Node) states(d arrow.ArrayData, mask []uint8, extra []byte) []uint8 {
 	own := nullBits(d)
 	if own == nil && mask == nil && extra == nil {
 		return nil
@@ -290,13 +290,13 @@ func (n *node21) states(d arrow.ArrayData, mask []uint8, extra []byte) []uint8 {
 	for i := 0; i < cnt; i++ {
 		switch {
 		case mask != nil && mask[i] != 0:
-			st[i] = st21Masked
+			st[i] = w21Masked
 		case own != nil && !bitutil.BitIsSet(own, off+i):
-			st[i] = st21Null
+			st[i] = w21Null
 		case extra != nil && !bitutil.BitIsSet(extra, i):
-			st[i] = st21Null
+			st[i] = w21Null
 		default:
-			st[i] = st21Valid
+			st[i] = w21Valid
 		}
 	}
 	n.st = st
@@ -305,10 +305,10 @@ func (n *node21) states(d arrow.ArrayData, mask []uint8, extra []byte) []uint8 {
 
 // append shreds every entry of arr (already sliced to this node's entries) into the
 // leaves below n. mask marks entries under a null struct (nil: none).
-func (n *node21) append(arr arrow.Array, mask []uint8) error {
+func (n *w21Node) append(arr arrow.Array, mask []uint8) error {
 	d := arr.Data()
 	switch n.kind {
-	case node21Struct:
+	case w21NodeStruct:
 		st := n.states(d, mask, nil)
 		for _, lf := range n.leaves {
 			lf.layers[n.depth].appendStates(st, d.Len())
@@ -318,7 +318,7 @@ func (n *node21) append(arr arrow.Array, mask []uint8) error {
 			childMask = n.mask[:0]
 			for _, s := range st {
 				m := uint8(0)
-				if s != st21Valid {
+				if s != w21Valid {
 					m = 1
 				}
 				childMask = append(childMask, m)
@@ -332,13 +332,13 @@ func (n *node21) append(arr arrow.Array, mask []uint8) error {
 			}
 		}
 		return nil
-	case node21List:
+	case w21NodeList:
 		return n.appendList(arr, mask)
 	}
 	return n.leaf.append(n, arr, mask)
 }
 
-func (n *node21) appendList(arr arrow.Array, mask []uint8) error {
+func (n *w21Node) appendList(arr arrow.Array, mask []uint8) error {
 	d := arr.Data()
 	cnt := d.Len()
 	st := n.states(d, mask, nil)
@@ -359,7 +359,7 @@ func (n *node21) appendList(arr arrow.Array, mask []uint8) error {
 	lens := n.lens[:0]
 	empties := 0
 	for i := 0; i < cnt; i++ {
-		if st != nil && st[i] != st21Valid {
+		if st != nil && st[i] != w21Valid {
 			lens = append(lens, 0)
 			continue
 		}
@@ -382,12 +382,12 @@ func (n *node21) appendList(arr arrow.Array, mask []uint8) error {
 	// The items of consecutive valid lists are contiguous: recurse once per run.
 	values := arr.(array.ListLike).ListValues()
 	for i := 0; i < cnt; {
-		if st != nil && st[i] != st21Valid {
+		if st != nil && st[i] != w21Valid {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < cnt && (st == nil || st[j] == st21Valid) {
+		for j < cnt && (st == nil || st[j] == w21Valid) {
 			j++
 		}
 		from, to := bound(i), bound(j)
@@ -408,49 +408,49 @@ func (n *node21) appendList(arr arrow.Array, mask []uint8) error {
 }
 
 // append records the leaf's own layer and values for every entry of arr.
-func (lf *leaf21) append(n *node21, arr arrow.Array, mask []uint8) error {
+func (lf *w21Leaf) append(n *w21Node, arr arrow.Array, mask []uint8) error {
 	d := arr.Data()
 	cnt := d.Len()
 	var extra []byte
 	var dict *array.Dictionary
-	if lf.kind == leaf21Dict {
+	if lf.kind == w21LeafDict {
 		dict = arr.(*array.Dictionary)
-		extra = dictValueValidity(dict)
+		extra = w21DictValueValidity(dict)
 	}
 	st := n.states(d, mask, extra)
 	lf.layers[n.depth].appendStates(st, cnt)
 	off := d.Offset()
 	switch lf.kind {
-	case leaf21Fixed:
+	case w21LeafFixed:
 		start := len(lf.values)
 		lf.values = append(lf.values, bufBytes(d, 1)[off*lf.width:(off+cnt)*lf.width]...)
 		if st != nil {
 			// Zero what is not a value: it compresses better and is what a reader sees.
 			for i, s := range st {
-				if s != st21Valid {
+				if s != w21Valid {
 					clear(lf.values[start+i*lf.width : start+(i+1)*lf.width])
 				}
 			}
 		}
-	case leaf21Bool:
+	case w21LeafBool:
 		start := lf.bools.n
 		lf.bools.appendBits(bufBytes(d, 1), off, cnt)
 		for i, s := range st {
-			if s != st21Valid {
+			if s != w21Valid {
 				bitutil.ClearBit(lf.bools.buf, start+i)
 			}
 		}
-	case leaf21FSL:
+	case w21LeafFSL:
 		lf.appendFSL(d, st)
-	case leaf21Var:
+	case w21LeafVar:
 		lf.appendVar(d, st)
-	case leaf21Dict:
+	case w21LeafDict:
 		return lf.appendDict(dict, st)
 	}
 	return nil
 }
 
-func (lf *leaf21) appendFSL(d arrow.ArrayData, st []uint8) {
+func (lf *w21Leaf) appendFSL(d arrow.ArrayData, st []uint8) {
 	cnt := d.Len()
 	child := d.Children()[0]
 	items := cnt * lf.dim
@@ -476,7 +476,7 @@ func (lf *leaf21) appendFSL(d arrow.ArrayData, st []uint8) {
 		}
 	}
 	for i, s := range st {
-		if s == st21Valid {
+		if s == w21Valid {
 			continue
 		}
 		// A null row's items are not values: zero them.
@@ -494,7 +494,7 @@ func (lf *leaf21) appendFSL(d arrow.ArrayData, st []uint8) {
 	}
 }
 
-func (lf *leaf21) appendVar(d arrow.ArrayData, st []uint8) {
+func (lf *w21Leaf) appendVar(d arrow.ArrayData, st []uint8) {
 	cnt := d.Len()
 	off := d.Offset()
 	vals := bufBytes(d, 2)
@@ -511,7 +511,7 @@ func (lf *leaf21) appendVar(d arrow.ArrayData, st []uint8) {
 			return
 		}
 		for i := 0; i < cnt; i++ {
-			if st[i] == st21Valid {
+			if st[i] == w21Valid {
 				lf.data = append(lf.data, vals[offs[i]:offs[i+1]]...)
 			}
 			lf.offsets = append(lf.offsets, uint64(len(lf.data)))
@@ -527,7 +527,7 @@ func (lf *leaf21) appendVar(d arrow.ArrayData, st []uint8) {
 			return
 		}
 		for i := 0; i < cnt; i++ {
-			if st[i] == st21Valid {
+			if st[i] == w21Valid {
 				lf.data = append(lf.data, vals[offs[i]:offs[i+1]]...)
 			}
 			lf.offsets = append(lf.offsets, uint64(len(lf.data)))
@@ -535,10 +535,10 @@ func (lf *leaf21) appendVar(d arrow.ArrayData, st []uint8) {
 	}
 }
 
-// dictValueValidity returns, for a dictionary array whose dictionary holds nulls, a
+// w21DictValueValidity returns, for a dictionary array whose dictionary holds nulls, a
 // bitmap of its entries whose key points at a null value (cleared bits); nil when the
 // dictionary has no nulls. Lance stores such entries as nulls of the leaf.
-func dictValueValidity(a *array.Dictionary) []byte {
+func w21DictValueValidity(a *array.Dictionary) []byte {
 	dict := a.Dictionary()
 	if dict.NullN() == 0 {
 		return nil
@@ -554,11 +554,11 @@ func dictValueValidity(a *array.Dictionary) []byte {
 
 // dictRoom reports whether the pending page's dictionary can take up to more new
 // values without outgrowing the key type.
-func (lf *leaf21) dictRoom(more int) bool {
+func (lf *w21Leaf) dictRoom(more int) bool {
 	return len(lf.dictIndex)+min(more, lf.maxItems) <= lf.maxItems
 }
 
-func (lf *leaf21) appendDict(a *array.Dictionary, st []uint8) error {
+func (lf *w21Leaf) appendDict(a *array.Dictionary, st []uint8) error {
 	dict := a.Dictionary()
 	dd := dict.Data()
 	var offs32 []int32
@@ -575,7 +575,7 @@ func (lf *leaf21) appendDict(a *array.Dictionary, st []uint8) error {
 	}
 	for i := 0; i < a.Len(); i++ {
 		item := 0
-		if st == nil || st[i] == st21Valid {
+		if st == nil || st[i] == w21Valid {
 			k := a.GetValueIndex(i)
 			m := mapping[k]
 			if m < 0 {

@@ -66,7 +66,7 @@ type Writer struct {
 	rowLimit uint64
 	roots    []encoder
 	// v21 is set when writing format 2.1; roots is then unused.
-	v21    *writer21
+	v21    *w21Writer
 	cols   []*file2pb.ColumnMetadata
 	rows   uint64
 	err    error
@@ -100,7 +100,7 @@ func NewWriter(w io.Writer, s *schema.Schema, opts WriterOptions) (*Writer, erro
 	switch opts.Version {
 	case V2_0:
 	case V2_1:
-		v, err := newWriter21(wr.schema)
+		v, err := newW21Writer(wr.schema)
 		if err != nil {
 			return nil, err
 		}
