@@ -319,7 +319,7 @@ func (d *Dataset) rewriteGroup(ctx context.Context, old []*tablepb.DataFragment,
 	}
 	defer s.Release()
 	counted := &countingReader{Scanner: s}
-	frags, err := writeFragments(ctx, d.store, d.schema, counted, wopts)
+	frags, err := d.writeDataFragments(ctx, counted, wopts)
 	if err != nil {
 		return nil, fmt.Errorf("compact: rewrite fragments %v: %w", ids, err)
 	}

@@ -31,9 +31,15 @@ type DataFileInfo struct {
 
 // WriteDataFile writes every batch of rdr into one Lance data file at key (relative to
 // the store root, anywhere: e.g. a WAL generation outside data/), with the field ids of
-// sch. Batches are conformed to sch like Append does. The object appears only when
-// complete.
+// sch, in format opts.DataStorageVersion (empty: DefaultDataStorageVersion; a file meant
+// for a dataset must have the dataset's version, CommitFiles checks it). Batches are
+// conformed to sch like Append does. The object appears only when complete.
 func WriteDataFile(ctx context.Context, st objstore.Store, key string, sch *schema.Schema, rdr array.RecordReader, opts WriteOptions) (DataFileInfo, error) {
+	storage, err := ParseDataStorageVersion(opts.DataStorageVersion)
+	if err != nil {
+		return DataFileInfo{}, err
+	}
+	format, _ := file.ParseFormatVersion(storage)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -46,7 +52,7 @@ func WriteDataFile(ctx context.Context, st objstore.Store, key string, sch *sche
 		<-done
 		return DataFileInfo{}, err
 	}
-	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes})
+	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes, Version: format})
 	if err != nil {
 		return fail(err)
 	}
