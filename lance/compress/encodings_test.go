@@ -1,0 +1,172 @@
+package compress
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestFlat(t *testing.T) {
+	// int32? values [0,10,null,30,40] of the verified LanceDB chunk in lance-format.md.
+	buf := le(32, 0, 10, 0, 30, 40)
+	b := must(t)(MiniBlock(encFlat(32), [][]byte{buf}, 5))
+	equalUints(t, blockUints(t, b), []uint64{0, 10, 0, 30, 40})
+	if &b.Data[0] != &buf[0] {
+		t.Error("flat values were copied")
+	}
+	// Booleans: 1 bit per value, LSB first; 11 values need 2 bytes.
+	b = must(t)(MiniBlock(encFlat(1), [][]byte{{0b1010_0101, 0b0000_0110}}, 11))
+	if b.BitsPerValue != 1 || !bytes.Equal(b.Data, []byte{0b1010_0101, 0b0000_0110}) {
+		t.Fatalf("bool block %+v", b)
+	}
+	// 12-bit values are stored packed LSB first: 3 values need 5 bytes.
+	b = must(t)(Buffer(encFlat(12), make([]byte, 5), 3))
+	if len(b.Data) != 5 {
+		t.Fatalf("12-bit block has %d bytes", len(b.Data))
+	}
+	// Full-zip fixed-width values are the same bytes.
+	b = must(t)(FixedPerValue(encFlat(64), le(64, 7, 8), 2))
+	equalUints(t, blockUints(t, b), []uint64{7, 8})
+}
+
+func TestVariableChunk(t *testing.T) {
+	for _, width := range []int{32, 64} {
+		vals := []string{"str0", "", "str2", "a longer string", "x"}
+		buf := variableChunkBytes(width, vals...)
+		b := must(t)(MiniBlock(encVariable(uint64(width)), [][]byte{buf}, uint64(len(vals))))
+		equalStrings(t, blockStrings(t, b), vals)
+		if b.Offsets[0] != 0 {
+			t.Errorf("offsets start at %d", b.Offsets[0])
+		}
+		// A chunk asked for fewer values than it holds yields the first ones.
+		b = must(t)(MiniBlock(encVariable(uint64(width)), [][]byte{buf}, 2))
+		equalStrings(t, blockStrings(t, b), vals[:2])
+	}
+}
+
+func TestVariableBlockDictionaryLayout(t *testing.T) {
+	// The dictionary layout of lance-format.md: [u32 32][u32 data_start][offsets][bytes].
+	words := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", ""}
+	for _, width := range []int{32, 64} {
+		buf := variableBlockBytes(width, words...)
+		if width == 32 && binary.LittleEndian.Uint32(buf) != 32 {
+			t.Fatal("bad test buffer")
+		}
+		b := must(t)(Buffer(encVariable(uint64(width)), buf, uint64(len(words))))
+		equalStrings(t, blockStrings(t, b), words)
+	}
+	// The older layout: [u8 bits][u32 num_values][u32 bytes_start][offsets][bytes].
+	old := []byte{32}
+	old = append(old, le(32, 2, 9+3*4)...)
+	old = append(old, le(32, 0, 2, 5)...)
+	old = append(old, "abcde"...)
+	b := must(t)(Buffer(encVariable(32), old, 2))
+	equalStrings(t, blockStrings(t, b), []string{"ab", "cde"})
+}
+
+func TestInlineBitpacking(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tb := range []int{8, 16, 32, 64} {
+		for _, w := range []int{0, 1, 3, tb / 2, tb - 1, tb} {
+			for _, n := range []int{1, 17, 1000, 1024} {
+				vals := randValues(r, w)[:n]
+				buf := inlineChunkBytes(tb, w, vals)
+				b, err := MiniBlock(encInline(uint64(tb)), [][]byte{buf}, uint64(n))
+				if err != nil {
+					t.Fatalf("u%d w%d n%d: %v", tb, w, n, err)
+				}
+				equalUints(t, blockUints(t, b), vals)
+				// The same bytes as a block (dictionary indices, levels of <= 1024 items).
+				b = must(t)(Buffer(encInline(uint64(tb)), buf, uint64(n)))
+				equalUints(t, blockUints(t, b), vals)
+			}
+		}
+	}
+	// Two chunks back to back decode as one block of 2048 values.
+	vals := randValues(r, 5)
+	vals = append(vals, randValues(r, 9)[:1000]...)
+	buf := append(inlineChunkBytes(16, 5, vals[:1024]), inlineChunkBytes(16, 9, vals[1024:])...)
+	b := must(t)(Buffer(encInline(16), buf, uint64(len(vals))))
+	equalUints(t, blockUints(t, b), vals)
+}
+
+func TestOutOfLineBitpacking(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, tb := range []int{8, 16, 32, 64} {
+		for _, w := range []int{0, 1, 2, tb / 2, tb - 1, tb} {
+			for _, n := range []int{1, 1024, 1025, 2048, 3000} {
+				for _, raw := range []bool{false, true} {
+					var vals []uint64
+					for len(vals) < n {
+						vals = append(vals, randValues(r, w)...)
+					}
+					vals = vals[:n]
+					buf := outOfLineBytes(tb, w, vals, raw)
+					name := fmt.Sprintf("u%d w%d n%d raw=%v", tb, w, n, raw)
+					b, err := Buffer(encOutOfLine(uint64(tb), uint64(w)), buf, uint64(n))
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					equalUints(t, blockUints(t, b), vals)
+				}
+			}
+		}
+	}
+}
+
+func TestFixedSizeList(t *testing.T) {
+	// Mini-block: FSL<int16?, 3> with item validity: buffers [validity, items].
+	items := le(16, 1, 2, 3, 4, 5, 6)
+	validity := []byte{0b111011}
+	enc := encFSL(3, true, encFlat(16))
+	b := must(t)(MiniBlock(enc, [][]byte{validity, items}, 2))
+	if b.N != 2 || b.Dimension != 3 || b.Child == nil || b.Child.N != 6 || !bytes.Equal(b.Validity, validity) {
+		t.Fatalf("fsl block %+v", b)
+	}
+	equalUints(t, blockUints(t, b.Child), []uint64{1, 2, 3, 4, 5, 6})
+
+	// Full-zip: vectors FSL<float32, 2> without validity are the items back to back.
+	b = must(t)(FixedPerValue(encFSL(2, false, encFlat(32)), le(32, 1, 2, 3, 4, 5, 6), 3))
+	if b.N != 3 || b.Child.N != 6 {
+		t.Fatalf("fsl block %+v", b)
+	}
+	// Full-zip with validity: each row is [ceil(3/8) validity byte][3 items].
+	var zipped []byte
+	zipped = append(zipped, 0b101)
+	zipped = append(zipped, le(16, 1, 0, 3)...)
+	zipped = append(zipped, 0b011)
+	zipped = append(zipped, le(16, 4, 5, 0)...)
+	b = must(t)(FixedPerValue(enc, zipped, 2))
+	equalUints(t, blockUints(t, b.Child), []uint64{1, 0, 3, 4, 5, 0})
+	if !bytes.Equal(b.Validity, []byte{0b011101}) {
+		t.Fatalf("validity %08b", b.Validity)
+	}
+	// Nested FSL<FSL<u8,2>,2> with validity on the outer layer's items.
+	nested := encFSL(2, true, encFSL(2, false, encFlat(8)))
+	b = must(t)(MiniBlock(nested, [][]byte{{0b0111}, {1, 2, 3, 4, 5, 6, 7, 8}}, 2))
+	if b.Dimension != 2 || b.Child.Dimension != 2 || b.Child.N != 4 || b.Child.Child.N != 8 || !bytes.Equal(b.Validity, []byte{0b0111}) {
+		t.Fatalf("nested fsl %+v / %+v", b, b.Child)
+	}
+}
+
+func TestConstantAndRange(t *testing.T) {
+	b := must(t)(Buffer(encConstant(le(16, 7)), nil, 4))
+	equalUints(t, blockUints(t, b), []uint64{7, 7, 7, 7})
+	b = must(t)(FixedPerValue(encConstant(nil), nil, 3))
+	if !b.AllNull || b.N != 3 {
+		t.Fatalf("constant without value: %+v", b)
+	}
+	b = must(t)(Buffer(encRange(64, 10, 3), nil, 4))
+	equalUints(t, blockUints(t, b), []uint64{10, 13, 16, 19})
+	b = must(t)(MiniBlock(encRange(32, 1<<32-2, 1), nil, 3))
+	equalUints(t, blockUints(t, b), []uint64{1<<32 - 2, 1<<32 - 1, 0})
+}
+
+func TestDelta(t *testing.T) {
+	b := must(t)(Buffer(encDelta(64, 100, encFlat(8)), []byte{1, 2, 3}, 4))
+	equalUints(t, blockUints(t, b), []uint64{100, 101, 103, 106})
+	b = must(t)(Buffer(encDelta(32, 5, encRange(32, 2, 0)), nil, 3))
+	equalUints(t, blockUints(t, b), []uint64{5, 7, 9})
+}
