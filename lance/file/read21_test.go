@@ -1,0 +1,272 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	pb21 "github.com/lancectx/lancectx/lance/format/encodings21pb"
+	"github.com/lancectx/lancectx/lance/schema"
+)
+
+// canon21 renders value i of arr in the canonical JSON form of
+// tests/interop/filecheck21.mjs (see its header); a null struct is null.
+func canon21(arr arrow.Array, i int) any {
+	if arr.IsNull(i) {
+		return nil
+	}
+	switch a := arr.(type) {
+	case *array.Struct:
+		st := a.DataType().(*arrow.StructType)
+		out := map[string]any{}
+		for k := 0; k < a.NumField(); k++ {
+			out[st.Field(k).Name] = canon21(a.Field(k), i)
+		}
+		return out
+	case *array.List:
+		s, e := a.ValueOffsets(i)
+		out := []any{}
+		for k := s; k < e; k++ {
+			out = append(out, canon21(a.ListValues(), int(k)))
+		}
+		return out
+	case *array.LargeList:
+		s, e := a.ValueOffsets(i)
+		out := []any{}
+		for k := s; k < e; k++ {
+			out = append(out, canon21(a.ListValues(), int(k)))
+		}
+		return out
+	case *array.FixedSizeList:
+		n := int(a.DataType().(*arrow.FixedSizeListType).Len())
+		out := []any{}
+		for k := 0; k < n; k++ {
+			out = append(out, canon21(a.ListValues(), (a.Offset()+i)*n+k))
+		}
+		return out
+	case *array.Dictionary:
+		k := a.GetValueIndex(i)
+		if a.Dictionary().IsNull(k) {
+			return nil
+		}
+		return canon21(a.Dictionary(), k)
+	case *array.Date64:
+		return strconv.FormatInt(int64(a.Value(i)), 10)
+	case *array.Decimal128:
+		return a.Value(i).BigInt().String()
+	case *array.FixedSizeBinary:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	}
+	return canonValue(arr, i)
+}
+
+func canonRows21(t testing.TB, rec arrow.RecordBatch) []map[string]any {
+	t.Helper()
+	rows := make([]map[string]any, rec.NumRows())
+	for i := range rows {
+		row := map[string]any{}
+		for c := 0; c < int(rec.NumCols()); c++ {
+			row[rec.ColumnName(c)] = canon21(rec.Column(c), i)
+		}
+		rows[i] = row
+	}
+	return normalizeJSON(t, rows)
+}
+
+// lancedb21 runs filecheck21.mjs write for the tables and returns LanceDB's rows.
+func lancedb21(t testing.TB, dir, version string, tables ...string) map[string][]map[string]any {
+	t.Helper()
+	nodeOut := runFilecheck21(t, append([]string{"write", dir, version}, tables...)...)
+	var out map[string]struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal(nodeOut, &out); err != nil {
+		t.Fatalf("parse node output: %v", err)
+	}
+	res := map[string][]map[string]any{}
+	for k, v := range out {
+		res[k] = normalizeJSON(t, v.Rows)
+	}
+	return res
+}
+
+// runFilecheck21 runs tests/interop/filecheck21.mjs with args and returns its stdout.
+func runFilecheck21(t testing.TB, args ...string) []byte {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found in PATH (Node.js 20 is needed for the LanceDB interop tests): %v", err)
+	}
+	dir := filepath.Join(moduleRoot(t), "tests", "interop")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@lancedb", "lancedb")); err != nil {
+		t.Fatalf("LanceDB is not installed for the interop tests: run `npm ci --prefix tests/interop` in the module root (%v)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(dir, "filecheck21.mjs")}, args...)...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node filecheck21.mjs %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// table21 is a LanceDB dataset's single fragment opened with our reader.
+type table21 struct {
+	readers []*Reader // one per data file
+}
+
+func openTable21(t testing.TB, dataset, version string) *table21 {
+	t.Helper()
+	m := latestManifest(t, dataset)
+	if got := m.GetDataFormat().GetVersion(); got != version {
+		t.Fatalf("%s: data format %q, want %s", dataset, got, version)
+	}
+	if len(m.GetFragments()) != 1 {
+		t.Fatalf("%s: %d fragments, want 1", dataset, len(m.GetFragments()))
+	}
+	tb := &table21{}
+	frag := m.GetFragments()[0]
+	for _, df := range frag.GetFiles() {
+		if fmt.Sprintf("%d.%d", df.GetFileMajorVersion(), df.GetFileMinorVersion()) != version {
+			t.Fatalf("data file version %d.%d, want %s", df.GetFileMajorVersion(), df.GetFileMinorVersion(), version)
+		}
+		r := openFile(t, filepath.Join(dataset, "data", df.GetPath()))
+		if maj, min := r.Version(); fmt.Sprintf("%d.%d", maj, min) != version {
+			t.Fatalf("footer version %d.%d, want %s", maj, min, version)
+		}
+		// 2.1: DataFile.fields lists the leaves (packed structs count as leaves), in order.
+		var leaves []int32
+		for _, f := range r.Schema().Fields {
+			f.Walk(func(n *schema.Field) bool {
+				if isLeaf21(n) {
+					leaves = append(leaves, n.ID)
+					return false
+				}
+				return true
+			})
+		}
+		if !equalInt32(df.GetFields(), leaves) {
+			t.Fatalf("manifest fields %v, file leaves %v", df.GetFields(), leaves)
+		}
+		if r.NumRows() != frag.GetPhysicalRows() {
+			t.Fatalf("file has %d rows, fragment %d", r.NumRows(), frag.GetPhysicalRows())
+		}
+		tb.readers = append(tb.readers, r)
+	}
+	return tb
+}
+
+// read reads rows [start, end) of every file and merges their columns.
+func (tb *table21) read(t testing.TB, start, end uint64) []map[string]any {
+	t.Helper()
+	var rows []map[string]any
+	for _, r := range tb.readers {
+		rec, err := r.Read(context.Background(), topIDs(r.Schema()), start, end)
+		if err != nil {
+			t.Fatalf("Read [%d,%d): %v", start, end, err)
+		}
+		if err := validateRecord(rec); err != nil {
+			t.Fatalf("Read [%d,%d) produced invalid arrays: %v", start, end, err)
+		}
+		rows = mergeRows(rows, canonRows21(t, rec))
+		rec.Release()
+	}
+	return rows
+}
+
+func (tb *table21) take(t testing.TB, idx []uint64) []map[string]any {
+	t.Helper()
+	var rows []map[string]any
+	for _, r := range tb.readers {
+		rec, err := r.Take(context.Background(), topIDs(r.Schema()), idx)
+		if err != nil {
+			t.Fatalf("Take %v: %v", idx, err)
+		}
+		if err := validateRecord(rec); err != nil {
+			t.Fatalf("Take produced invalid arrays: %v", err)
+		}
+		rows = mergeRows(rows, canonRows21(t, rec))
+		rec.Release()
+	}
+	return rows
+}
+
+func mergeRows(into, more []map[string]any) []map[string]any {
+	if into == nil {
+		return more
+	}
+	for i := range into {
+		for k, v := range more[i] {
+			into[i][k] = v
+		}
+	}
+	return into
+}
+
+// layoutsOf lists the page layouts of the column of field id.
+func layoutsOf(t testing.TB, r *Reader, id int32) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for i := range r.cols[r.colOf[id]].pages {
+		l, err := r.cols[r.colOf[id]].pages[i].layout21()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch l.GetLayout().(type) {
+		case *pb21.PageLayout_MiniBlockLayout:
+			out["mini_block"] = true
+		case *pb21.PageLayout_FullZipLayout:
+			out["full_zip"] = true
+		case *pb21.PageLayout_ConstantLayout:
+			out["constant"] = true
+		}
+	}
+	return out
+}
+
+func TestRead21Status(t *testing.T) {
+	dir := t.TempDir()
+	v := os.Getenv("V")
+	want := lancedb21(t, dir, v, "prims", "nested", "fullzip")
+	for name, rows := range want {
+		tb := openTable21(t, filepath.Join(dir, name+".lance"), v)
+		for _, r := range tb.readers {
+			for _, f := range r.Schema().Fields {
+				rec, err := r.Read(context.Background(), []int32{f.ID}, 0, r.NumRows())
+				if err != nil {
+					t.Logf("%s.%s: %v", name, f.Name, err)
+					continue
+				}
+				got := canonRows21(t, rec)
+				bad := 0
+				for i := range got {
+					g, _ := json.Marshal(got[i][f.Name])
+					w, _ := json.Marshal(rows[i][f.Name])
+					if string(g) != string(w) {
+						if bad == 0 {
+							t.Logf("%s.%s row %d: got %s want %s", name, f.Name, i, g, w)
+						}
+						bad++
+					}
+				}
+				t.Logf("%s.%s: %d rows, %d differ", name, f.Name, len(got), bad)
+				rec.Release()
+			}
+		}
+	}
+}
