@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	pb "github.com/lancectx/lancectx/lance/format/encodingspb"
 	pb21 "github.com/lancectx/lancectx/lance/format/encodings21pb"
+	pb "github.com/lancectx/lancectx/lance/format/encodingspb"
 	"github.com/lancectx/lancectx/lance/format/file2pb"
 	"github.com/lancectx/lancectx/lance/format/filepb"
 	"github.com/lancectx/lancectx/lance/schema"
@@ -77,7 +77,7 @@ type Reader struct {
 	size         int64
 	major, minor uint16
 	// v21 is set for 2.1 and 2.2 files: one column per leaf field, structural layouts.
-	v21 bool
+	v21          bool
 	schema       *schema.Schema
 	rows         uint64
 	cols         []column

@@ -119,7 +119,7 @@ type colLayer struct {
 	// own is set when this leaf builds the Arrow node of the layer (the first leaf
 	// under the node); other leaves only count elements.
 	own   bool
-	n     int     // elements so far
+	n     int      // elements so far
 	valid validity // own only
 	offs  []int64  // own lists only: start of every element in the layer below
 }
