@@ -2,6 +2,7 @@ package compress
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	pb "github.com/lancectx/lancectx/lance/format/encodings21pb"
 )
@@ -29,8 +30,8 @@ type fsstTable struct {
 	on   bool
 	syms [256]uint64
 	lens [256]uint8
-	// valid[c] is 1 for the codes a value may contain (symbols and the escape).
-	valid [256]uint8
+	// bad[c] is 1 for the codes no value may contain (no symbol, not the escape).
+	bad [256]uint8
 }
 
 // parseFSSTTable checks and parses a serialized symbol table.
@@ -44,6 +45,9 @@ func parseFSSTTable(st []byte) (*fsstTable, error) {
 	}
 	t := &fsstTable{on: h&(1<<24) != 0}
 	n := int(h & 255)
+	for c := n; c < fsstEscape; c++ {
+		t.bad[c] = 1
+	}
 	for i := 0; i < n; i++ {
 		t.syms[i] = binary.LittleEndian.Uint64(st[8+8*i:])
 		l := st[8+8*n+i]
@@ -51,86 +55,63 @@ func parseFSSTTable(st []byte) (*fsstTable, error) {
 			return nil, corruptf("fsst symbol %d of length %d", i, l)
 		}
 		t.lens[i] = l
-		t.valid[i] = 1
 	}
-	t.valid[fsstEscape] = 1
 	return t, nil
 }
 
-// decodedLen returns the decoded size of the codes in src.
-func (t *fsstTable) decodedLen(src []byte) (int, error) {
-	size := 0
-	for i := 0; i < len(src); {
-		c := src[i]
-		if t.valid[c] == 0 {
-			return 0, corruptf("fsst code %d has no symbol", c)
+// hasEscape reports whether any of the four bytes of w is the escape code 255.
+func hasEscape(w uint32) bool {
+	return (w&0x80808080)&((^w&0x7F7F7F7F)+0x7F7F7F7F^0x80808080) != 0
+}
+
+// decodeInto decodes the codes of one value into out[pos:] and returns the new position.
+// out must have 8*len(src)+8 bytes of room after pos: a code yields at most 8 bytes and
+// symbols are written as whole words. It fails on a code without a symbol and on a value
+// ending in an escape.
+func (t *fsstTable) decodeInto(out []byte, pos int, src []byte) (int, error) {
+	var bad uint8
+	i := 0
+	for {
+		// Four codes at a time while none of them is an escape.
+		for i+4 <= len(src) {
+			w := binary.LittleEndian.Uint32(src[i:])
+			if hasEscape(w) {
+				break
+			}
+			c0, c1, c2, c3 := w&0xFF, w>>8&0xFF, w>>16&0xFF, w>>24
+			bad |= t.bad[c0] | t.bad[c1] | t.bad[c2] | t.bad[c3]
+			binary.LittleEndian.PutUint64(out[pos:], t.syms[c0])
+			pos += int(t.lens[c0])
+			binary.LittleEndian.PutUint64(out[pos:], t.syms[c1])
+			pos += int(t.lens[c1])
+			binary.LittleEndian.PutUint64(out[pos:], t.syms[c2])
+			pos += int(t.lens[c2])
+			binary.LittleEndian.PutUint64(out[pos:], t.syms[c3])
+			pos += int(t.lens[c3])
+			i += 4
 		}
+		if i >= len(src) {
+			break
+		}
+		c := src[i]
 		if c == fsstEscape {
 			if i+1 >= len(src) {
 				return 0, corruptf("fsst value ends in an escape")
 			}
-			size++
-			i += 2
-			continue
-		}
-		size += int(t.lens[c])
-		i++
-	}
-	return size, nil
-}
-
-// decodeInto decodes src into out[pos:] and returns the new position. out must have 8
-// bytes of room beyond the decoded size (symbols are stored as whole words) and src must
-// have passed decodedLen.
-func (t *fsstTable) decodeInto(out []byte, pos int, src []byte) int {
-	i := 0
-	// Four codes at a time while none of them is an escape.
-	for i+4 <= len(src) {
-		w := binary.LittleEndian.Uint32(src[i:])
-		if (w&0x80808080)&((^w&0x7F7F7F7F)+0x7F7F7F7F^0x80808080) != 0 {
-			break
-		}
-		c0, c1, c2, c3 := w&0xFF, w>>8&0xFF, w>>16&0xFF, w>>24
-		binary.LittleEndian.PutUint64(out[pos:], t.syms[c0])
-		pos += int(t.lens[c0])
-		binary.LittleEndian.PutUint64(out[pos:], t.syms[c1])
-		pos += int(t.lens[c1])
-		binary.LittleEndian.PutUint64(out[pos:], t.syms[c2])
-		pos += int(t.lens[c2])
-		binary.LittleEndian.PutUint64(out[pos:], t.syms[c3])
-		pos += int(t.lens[c3])
-		i += 4
-	}
-	for i < len(src) {
-		c := src[i]
-		if c == fsstEscape {
 			out[pos] = src[i+1]
 			pos++
 			i += 2
-			// Back to the word-at-a-time loop when enough codes remain.
-			for i+4 <= len(src) {
-				w := binary.LittleEndian.Uint32(src[i:])
-				if (w&0x80808080)&((^w&0x7F7F7F7F)+0x7F7F7F7F^0x80808080) != 0 {
-					break
-				}
-				c0, c1, c2, c3 := w&0xFF, w>>8&0xFF, w>>16&0xFF, w>>24
-				binary.LittleEndian.PutUint64(out[pos:], t.syms[c0])
-				pos += int(t.lens[c0])
-				binary.LittleEndian.PutUint64(out[pos:], t.syms[c1])
-				pos += int(t.lens[c1])
-				binary.LittleEndian.PutUint64(out[pos:], t.syms[c2])
-				pos += int(t.lens[c2])
-				binary.LittleEndian.PutUint64(out[pos:], t.syms[c3])
-				pos += int(t.lens[c3])
-				i += 4
-			}
 			continue
 		}
+		bad |= t.bad[c]
 		binary.LittleEndian.PutUint64(out[pos:], t.syms[c])
 		pos += int(t.lens[c])
 		i++
 	}
-	return pos
+	if bad != 0 {
+		return 0, corruptf("fsst code without a symbol")
+	}
+	return pos, nil
 }
 
 // appendDecoded appends the decoded form of one value to dst.
@@ -138,19 +119,23 @@ func (t *fsstTable) appendDecoded(dst, src []byte) ([]byte, error) {
 	if !t.on {
 		return append(dst, src...), nil
 	}
-	size, err := t.decodedLen(src)
+	start := len(dst)
+	dst = grow(dst, 8*len(src)+8)
+	end, err := t.decodeInto(dst[:cap(dst)], start, src)
 	if err != nil {
 		return nil, err
 	}
-	start := len(dst)
-	if cap(dst)-start < size+8 {
-		grown := make([]byte, start, start+size+8+start/2)
-		copy(grown, dst)
-		dst = grown
-	}
-	out := dst[:cap(dst)]
-	end := t.decodeInto(out, start, src)
 	return dst[:end], nil
+}
+
+// grow returns b with room for at least extra bytes after len(b).
+func grow(b []byte, extra int) []byte {
+	if cap(b)-len(b) >= extra {
+		return b
+	}
+	g := make([]byte, len(b), max(2*cap(b), len(b)+extra))
+	copy(g, b)
+	return g
 }
 
 // fsstBlock decodes the values of a variable block of FSST codes.
@@ -162,21 +147,18 @@ func (d *Decoder) fsstBlock(f *pb.Fsst, in *Block) (*Block, error) {
 	if !t.on {
 		return in, nil
 	}
-	// Values are coded independently (an escape never straddles two values), so each is
-	// checked and sized on its own before one allocation for all of them.
-	size := 0
-	for i := uint64(0); i < in.N; i++ {
-		n, err := t.decodedLen(in.Data[in.Offsets[i]:in.Offsets[i+1]])
-		if err != nil {
-			return nil, err
-		}
-		size += n
-	}
-	out := make([]byte, size+8)
+	// FSST usually compresses text 2-3x: start there and grow when a value might not fit.
+	codes := in.Offsets[in.N] - in.Offsets[0]
+	out := make([]byte, 0, 3*codes+64)
 	offsets := make([]uint64, in.N+1)
 	pos := 0
 	for i := uint64(0); i < in.N; i++ {
-		pos = t.decodeInto(out, pos, in.Data[in.Offsets[i]:in.Offsets[i+1]])
+		v := in.Data[in.Offsets[i]:in.Offsets[i+1]]
+		out = grow(out[:pos], 8*len(v)+8)
+		var err error
+		if pos, err = t.decodeInto(out[:cap(out)], pos, v); err != nil {
+			return nil, fmt.Errorf("value %d: %w", i, err)
+		}
 		offsets[i+1] = uint64(pos)
 	}
 	return &Block{N: in.N, Data: out[:pos:pos], Offsets: offsets}, nil

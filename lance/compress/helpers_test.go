@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	pb "github.com/lancectx/lancectx/lance/format/encodings21pb"
@@ -239,3 +240,6 @@ func must(t *testing.T) func(*Block, error) *Block {
 }
 
 var _ = bytes.Equal
+
+// newRand returns a deterministic random source.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed+1)) }
