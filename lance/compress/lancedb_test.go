@@ -545,3 +545,144 @@ func uniq(s []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// meta builds Arrow field metadata.
+func meta(kv ...string) arrow.Metadata {
+	var k, v []string
+	for i := 0; i < len(kv); i += 2 {
+		k = append(k, kv[i])
+		v = append(v, kv[i+1])
+	}
+	return arrow.NewMetadata(k, v)
+}
+
+// TestLanceDBRequestedEncodings asks LanceDB, through field metadata, for the encodings it
+// does not pick by default: general zstd and lz4 over bitpacked values and strings, byte
+// stream split, run-length encoding, packed structs and per-value zstd in full-zip pages.
+func TestLanceDBRequestedEncodings(t *testing.T) {
+	or := oracle.New(t)
+	mem := memory.NewGoAllocator()
+	packedType := arrow.StructOf(
+		arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32},
+		arrow.Field{Name: "b", Type: arrow.PrimitiveTypes.Float64},
+	)
+	fields := []arrow.Field{
+		{Name: "z_i32", Type: arrow.PrimitiveTypes.Int32, Metadata: meta("lance-encoding:compression", "zstd", "lance-encoding:bss", "off")},
+		{Name: "l_i64", Type: arrow.PrimitiveTypes.Int64, Metadata: meta("lance-encoding:compression", "lz4", "lance-encoding:bss", "off")},
+		{Name: "l_str", Type: arrow.BinaryTypes.String, Metadata: meta("lance-encoding:compression", "lz4")},
+		{Name: "z_str", Type: arrow.BinaryTypes.LargeString, Metadata: meta("lance-encoding:compression", "zstd")},
+		{Name: "bss_f64", Type: arrow.PrimitiveTypes.Float64, Metadata: meta("lance-encoding:compression", "zstd", "lance-encoding:bss", "on")},
+		{Name: "bss_f32", Type: arrow.PrimitiveTypes.Float32, Metadata: meta("lance-encoding:compression", "lz4", "lance-encoding:bss", "on")},
+		{Name: "rle_u32", Type: arrow.PrimitiveTypes.Uint32},
+		{Name: "rle_i64", Type: arrow.PrimitiveTypes.Int64, Metadata: meta("lance-encoding:rle-threshold", "0.9")},
+		{Name: "fz_str", Type: arrow.BinaryTypes.String, Metadata: meta("lance-encoding:structural-encoding", "fullzip", "lance-encoding:compression", "zstd")},
+		{Name: "fz_lz4", Type: arrow.BinaryTypes.String, Metadata: meta("lance-encoding:structural-encoding", "fullzip", "lance-encoding:compression", "lz4")},
+		{Name: "packed", Type: packedType, Metadata: meta("lance-encoding:packed", "true")},
+	}
+	bld := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
+	defer bld.Release()
+	r := newRand(7)
+	want := map[string][]uint64{}
+	wantStr := map[string][]string{}
+	var runU32, runI64 uint64
+	for i := 0; i < lancedbRows; i++ {
+		zi := int32(i%4) * 1000 // repetitive even after bitpacking: zstd wins
+		li := int64(i/3) * 1000003
+		f64 := math.Round(r.Float64()*1e4) / 100
+		f32 := float32(i%1000) / 8
+		if i%50 == 0 {
+			runU32 = r.Uint64() & 0xFFFFFFFF
+		}
+		if i%300 == 0 {
+			runI64 = r.Uint64()
+		}
+		bld.Field(0).(*array.Int32Builder).Append(zi)
+		bld.Field(1).(*array.Int64Builder).Append(li)
+		text := textValue(i)
+		bld.Field(2).(*array.StringBuilder).Append(text)
+		bld.Field(3).(*array.LargeStringBuilder).Append(text + "?")
+		bld.Field(4).(*array.Float64Builder).Append(f64)
+		bld.Field(5).(*array.Float32Builder).Append(f32)
+		bld.Field(6).(*array.Uint32Builder).Append(uint32(runU32))
+		bld.Field(7).(*array.Int64Builder).Append(int64(runI64))
+		long := ""
+		if i < 500 {
+			long = longValue(i)
+		}
+		bld.Field(8).(*array.StringBuilder).Append(long)
+		bld.Field(9).(*array.StringBuilder).Append(long + "~")
+		sb := bld.Field(10).(*array.StructBuilder)
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.Int32Builder).Append(int32(i * 3))
+		sb.FieldBuilder(1).(*array.Float64Builder).Append(float64(i) / 4)
+		want["z_i32"] = append(want["z_i32"], uint64(zi))
+		want["l_i64"] = append(want["l_i64"], uint64(li))
+		want["bss_f64"] = append(want["bss_f64"], math.Float64bits(f64))
+		want["bss_f32"] = append(want["bss_f32"], uint64(math.Float32bits(f32)))
+		want["rle_u32"] = append(want["rle_u32"], runU32)
+		want["rle_i64"] = append(want["rle_i64"], runI64)
+		want["packed.a"] = append(want["packed.a"], uint64(uint32(int32(i*3))))
+		want["packed.b"] = append(want["packed.b"], math.Float64bits(float64(i)/4))
+		wantStr["l_str"] = append(wantStr["l_str"], text)
+		wantStr["z_str"] = append(wantStr["z_str"], text+"?")
+		wantStr["fz_str"] = append(wantStr["fz_str"], long)
+		wantStr["fz_lz4"] = append(wantStr["fz_lz4"], long+"~")
+	}
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	table := filepath.Join(t.TempDir(), "requested.lance")
+	if _, err := or.CreateBatch(table, rec, oracle.CreateOptions{StorageVersion: "2.1"}); err != nil {
+		t.Fatal(err)
+	}
+	cols := lanceColumns(t, table)
+	if len(cols) != len(fields) {
+		t.Fatalf("%d columns, want one per field (%d)", len(cols), len(fields))
+	}
+	col := map[string]*pageValues{}
+	for i, f := range fields {
+		col[f.Name] = cols[i]
+		t.Logf("%-7s layouts %v encodings %v", f.Name, uniq(cols[i].layouts), uniq(cols[i].encodings))
+	}
+	for _, name := range []string{"z_i32", "l_i64", "bss_f64", "bss_f32", "rle_u32", "rle_i64"} {
+		t.Run(name, func(t *testing.T) { equalUints(t, col[name].uints(t), want[name]) })
+	}
+	for _, name := range []string{"l_str", "z_str", "fz_str", "fz_lz4"} {
+		t.Run(name, func(t *testing.T) { equalStrings(t, col[name].strings(t), wantStr[name]) })
+	}
+	t.Run("packed", func(t *testing.T) {
+		var a, b []uint64
+		for _, blk := range col["packed"].blocks {
+			if len(blk.Fields) != 2 {
+				t.Fatalf("packed struct block with %d fields", len(blk.Fields))
+			}
+			a = append(a, blockUints(t, blk.Fields[0])...)
+			b = append(b, blockUints(t, blk.Fields[1])...)
+		}
+		equalUints(t, a, want["packed.a"])
+		equalUints(t, b, want["packed.b"])
+	})
+	expect := map[string]string{
+		"z_i32":   "general/COMPRESSION_ALGORITHM_ZSTD",
+		"l_i64":   "general/COMPRESSION_ALGORITHM_LZ4",
+		"l_str":   "general/COMPRESSION_ALGORITHM_LZ4",
+		"z_str":   "general/COMPRESSION_ALGORITHM_ZSTD",
+		"bss_f64": "byte_stream_split",
+		"bss_f32": "byte_stream_split",
+		"rle_u32": "rle",
+		"rle_i64": "rle",
+		"fz_str":  "general/COMPRESSION_ALGORITHM_ZSTD",
+		// Lance 8's per-value compressor honours only "zstd" and uses its default
+		// (zstd) for any other request.
+		"fz_lz4": "general/COMPRESSION_ALGORITHM_ZSTD",
+		"packed": "packed_struct",
+	}
+	for name, enc := range expect {
+		found := false
+		for _, e := range col[name].encodings {
+			found = found || e == enc
+		}
+		if !found {
+			t.Errorf("%s: LanceDB did not use %s (used %v)", name, enc, uniq(col[name].encodings))
+		}
+	}
+}
