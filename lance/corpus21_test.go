@@ -62,6 +62,7 @@ type corpus21Table struct {
 	Fragments      int      `json:"fragments"`
 	Indices        []string `json:"indices"`
 	Encodings      []string `json:"encodings"`
+	StableRowIDs   bool     `json:"stable_row_ids"`
 }
 
 // TestCorpus21 is the acceptance test of lancectx's reader for tables LanceDB writes: LanceDB
@@ -634,8 +635,9 @@ func unitName(u arrow.TimeUnit) string {
 // parses the file footer and column metadata itself (Lance file format §3.1) so it does not
 // depend on the reader under test.
 
-// corpus21Coverage checks the case's claims: the named encodings occur in its data files, and
-// a multi-page case has at least two pages in every column of each fragment's first data file.
+// corpus21Coverage checks the case's claims: the named encodings occur in its data files, a
+// multi-page case has at least two pages in every compared column of each fragment's first
+// data file, and fragment count, stable row ids flag and index section are what LanceDB made.
 func corpus21Coverage(t *testing.T, path string, tc corpus21Table) {
 	ds, err := lance.Open(t.Context(), path)
 	if err != nil {
@@ -643,6 +645,14 @@ func corpus21Coverage(t *testing.T, path string, tc corpus21Table) {
 	}
 	if tc.Fragments != 0 && len(ds.Fragments()) != tc.Fragments {
 		t.Errorf("%d fragments, LanceDB reported %d", len(ds.Fragments()), tc.Fragments)
+	}
+	const stableRowIDs = 2 // reader feature flag
+	stable := ds.Manifest().GetReaderFeatureFlags()&stableRowIDs != 0
+	if stable != tc.StableRowIDs {
+		t.Errorf("stable row ids flag %v, want %v", stable, tc.StableRowIDs)
+	}
+	if hasIndex := ds.Manifest().IndexSection != nil; hasIndex != (len(tc.Indices) > 0) {
+		t.Errorf("manifest has an index section: %v; LanceDB lists indices %v", hasIndex, tc.Indices)
 	}
 	seen := map[string]bool{}
 	var layouts []string
@@ -769,7 +779,8 @@ func describeDataFile(path string) (*fileDesc, error) {
 }
 
 // renderEncoding renders an encoding message compactly (nested messages by field name, widths
-// inline) and records the name of every message field and enum value it meets in names.
+// inline) and records the name of every message field and enum value it meets in names, and
+// compression levels as "level=N".
 func renderEncoding(m protoreflect.Message, names map[string]bool) string {
 	var parts []string
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
@@ -795,6 +806,10 @@ func renderEncoding(m protoreflect.Message, names map[string]bool) string {
 			parts = append(parts, fmt.Sprintf("%s=[%s]", fd.Name(), strings.Join(vals, " ")))
 		case strings.HasPrefix(string(fd.Name()), "bits_per") || fd.Name() == "uncompressed_bits_per_value" || fd.Name() == "items_per_value":
 			parts = append(parts, fmt.Sprintf("%s=%v", fd.Name(), v))
+		case fd.Name() == "level":
+			// a compression level (BufferCompression.level) is recorded as "level=N"
+			names[fmt.Sprintf("level=%v", v)] = true
+			parts = append(parts, fmt.Sprintf("level=%v", v))
 		}
 		return true
 	})

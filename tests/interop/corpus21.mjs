@@ -24,6 +24,8 @@
 //                    that must appear in the table's data files: the case's claim about which
 //                    encoding LanceDB picked; lance/corpus21_test.go checks it
 //   field_metadata   {column: {key: value}} asked for (informational)
+//   fragments        number of fragments; indices: the indices LanceDB lists
+//   stable_row_ids   whether the manifest must carry the stable row ids feature flag
 //
 // The canonical row encoding is internal/arrowjson's (see its doc.go), extended to the types it
 // does not cover, identically in lance/corpus21_test.go:
@@ -748,6 +750,10 @@ function shapeColumns(n, seed) {
     rand_u8: () => col(F("rand_u8", new arrow.Uint8(), false), Array.from({ length: n }, () => int(r, 0, 15))),
     lowcard: () => col(F("lowcard", new arrow.Utf8()), Array.from({ length: n }, (_, i) => (i % 17 === 0 ? null : ["system", "user", "assistant", "tool", "grader", ""][int(r, 0, 5)]))),
     lowcard_large: () => col(F("lowcard_large", new arrow.LargeUtf8(), false), Array.from({ length: n }, () => `category-${int(r, 0, 40)}`)),
+    medcard: () => {
+      const k = Math.max(1, Math.floor(n * 0.6));
+      return col(F("medcard", new arrow.Utf8(), false), Array.from({ length: n }, (_, i) => `medium cardinality value number ${(i * 7919) % k} `.padEnd(64, "~")));
+    },
     text: () => col(F("text", new arrow.Utf8()), Array.from({ length: n }, (_, i) => (i % 23 === 0 ? null : `${i}: ${sentence(r, int(r, 3, 15))}`))),
     text_large: () => col(F("text_large", new arrow.LargeUtf8(), false), Array.from({ length: n }, (_, i) => `row ${i} ${sentence(r, int(r, 1, 10))}`)),
     runs_i32: () => col(F("runs_i32", new arrow.Int32(), false), run(200, () => int(r, -(2 ** 31), 2 ** 31 - 1))),
@@ -873,8 +879,8 @@ for (const storage of ["2.1", "2.2"]) {
   metaCase(`${p}meta_lz4`, storage, "compression=lz4 on every shape", everyShape(C("lz4")), 12000, ["lz4"]);
   metaCase(`${p}meta_zstd_fullzip`, storage, "compression=zstd on full-zip values", ["vec128", "long_text", "long_bin"].map((k) => [k, C("zstd")]), 2000, ["full_zip_layout"]);
 }
-metaCase("meta_zstd_level1", "2.1", "compression=zstd, compression-level=1", everyShape(C("zstd", { "lance-encoding:compression-level": "1" })), 12000, ["zstd"]);
-metaCase("meta_zstd_level19", "2.1", "compression=zstd, compression-level=19", everyShape(C("zstd", { "lance-encoding:compression-level": "19" })), 12000, ["zstd"]);
+metaCase("meta_zstd_level1", "2.1", "compression=zstd, compression-level=1", everyShape(C("zstd", { "lance-encoding:compression-level": "1" })), 12000, ["zstd", "level=1"]);
+metaCase("meta_zstd_level19", "2.1", "compression=zstd, compression-level=19", everyShape(C("zstd", { "lance-encoding:compression-level": "19" })), 12000, ["zstd", "level=19"]);
 metaCase("meta_none", "2.1", "compression=none on every shape", everyShape(C("none")), 12000, []);
 metaCase("meta_fsst", "2.1", "compression=fsst on strings", [["text", C("fsst")], ["lowcard", C("fsst")], ["text_large", C("fsst")]], 12000, ["fsst"]);
 // deepMeta puts metadata on a field and every field nested in it: LanceDB takes a leaf's
@@ -900,9 +906,11 @@ metaCase("v22_meta_bss_on", "2.2", "bss=on with compression=zstd in storage vers
 metaCase("meta_rle_threshold_high", "2.1", "rle-threshold=0.9 on short runs", [["runs_i32", { "lance-encoding:rle-threshold": "0.9" }], ["rand_u8", { "lance-encoding:rle-threshold": "0.9" }]], 12000, ["rle"]);
 metaCase("meta_rle_threshold_zero", "2.1", "rle-threshold=0 (RLE off) on long runs", [["runs_i32", { "lance-encoding:rle-threshold": "0" }], ["runs_i64", { "lance-encoding:rle-threshold": "0" }]], 12000, []);
 metaCase("meta_dict_divisor_high", "2.1", "dict-divisor=1000000 (no dictionary) on low-cardinality strings", [["lowcard", { "lance-encoding:dict-divisor": "1000000" }]], 12000, []);
-metaCase("meta_dict_divisor_low", "2.1", "dict-divisor=1 (dictionary) on varied strings", [["text", { "lance-encoding:dict-divisor": "1" }]], 12000, []);
+metaCase("meta_dict_divisor_low", "2.1", "dict-divisor=1 (dictionary) on strings with 60% distinct values", [["medcard", { "lance-encoding:dict-divisor": "1" }]], 12000, ["dictionary"]);
+shapeCase("enc_medium_cardinality", "strings with 60% distinct values (the default divisor 2 does not pick dictionary)", ["medcard"], ["fsst"], 12000);
 metaCase("meta_dict_size_ratio", "2.1", "dict-size-ratio=0.99 on medium-cardinality strings", [["lowcard_large", { "lance-encoding:dict-size-ratio": "0.99" }]], 12000, ["dictionary"]);
-metaCase("meta_dict_values_zstd", "2.1", "dict-values-compression=zstd on low-cardinality strings", [["lowcard", { "lance-encoding:dict-values-compression": "zstd" }], ["lowcard_large", { "lance-encoding:dict-values-compression": "lz4" }]], 12000, ["dictionary"]);
+metaCase("meta_dict_values_zstd", "2.1", "dict-values-compression=zstd/lz4 on low-cardinality strings", [["lowcard", { "lance-encoding:dict-values-compression": "zstd" }], ["lowcard_large", { "lance-encoding:dict-values-compression": "lz4" }]], 12000, ["dictionary"]);
+metaCase("v22_meta_dict_values_zstd", "2.2", "dict-values-compression=zstd in storage version 2.2", [["lowcard", { "lance-encoding:dict-values-compression": "zstd" }], ["lowcard_large", { "lance-encoding:dict-values-compression": "zstd", "lance-encoding:dict-values-compression-level": "9" }]], 12000, ["dictionary", "zstd"]);
 metaCase("meta_minichunk_size", "2.1", "minichunk-size=4096 on ints and strings", [["seq_i64", { "lance-encoding:minichunk-size": "4096" }], ["text", { "lance-encoding:minichunk-size": "4096" }]], 12000, []);
 metaCase("meta_structural_fullzip", "2.1", "structural-encoding=fullzip on narrow values", ["seq_i64", "rand_neg", "text", "lowcard", "rand_f64"].map((k) => [k, { "lance-encoding:structural-encoding": "fullzip" }]), 20000, ["full_zip_layout"]);
 metaCase("meta_structural_miniblock", "2.1", "structural-encoding=miniblock on wide values", ["vec128", "long_text", "long_bin"].map((k) => [k, { "lance-encoding:structural-encoding": "miniblock" }]), 2000, ["mini_block_layout"]);
@@ -969,7 +977,8 @@ function blobV2Columns(n, seed) {
     col(F("blob", st, true, { "ARROW:extension:name": "lance.blob.v2" }), Array.from({ length: n }, (_, i) => (i % 7 === 3 ? null : { data: bytes(r, int(r, 0, 3000)), uri: null }))),
   ];
 }
-add({ name: "v22_meta_blob_v2", storage: "2.2", about: "blob v2 extension type (lance.blob.v2) on struct{data, uri}", columns: () => blobV2Columns(200, 42), expect: [], fieldMetadata: { blob: { "ARROW:extension:name": "lance.blob.v2" } } });
+// LanceDB turns stable row ids on by itself for a table with a blob v2 column.
+add({ name: "v22_meta_blob_v2", storage: "2.2", about: "blob v2 extension type (lance.blob.v2) on struct{data, uri}", columns: () => blobV2Columns(200, 42), expect: ["variable_packed_struct"], stableRowIds: true, fieldMetadata: { blob: { "ARROW:extension:name": "lance.blob.v2" } } });
 
 // ---- tables LanceDB builds in several steps
 
@@ -1150,6 +1159,7 @@ async function generateCase(db, dir, c) {
     encodings: c.expect || [],
     field_metadata: c.fieldMetadata || null,
     storage_options: c.options || null,
+    stable_row_ids: !!(c.stableRowIds || (c.options && c.options.new_table_enable_stable_row_ids === "true")),
   };
 }
 
