@@ -92,12 +92,24 @@ func u16s(b []byte, n int) ([]uint16, error) {
 	return arrow.Uint16Traits.CastFromBytes(b), nil
 }
 
+// newDecoder21 prepares the decoder of an encoding tree (nil for a nil tree).
+func newDecoder21(enc *pb21.CompressiveEncoding, what string) (*compress.Decoder, error) {
+	if enc == nil {
+		return nil, nil
+	}
+	d, err := compress.NewDecoder(enc)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", what, encName21(enc), compressErr(err))
+	}
+	return d, nil
+}
+
 // decodeLevels decodes n repetition or definition levels stored with enc (nil: raw u16).
-func decodeLevels(enc *pb21.CompressiveEncoding, b []byte, n int) ([]uint16, error) {
+func decodeLevels(dec *compress.Decoder, enc *pb21.CompressiveEncoding, b []byte, n int) ([]uint16, error) {
 	if enc == nil || plainFlat(enc) == 16 {
 		return u16s(b, n)
 	}
-	blk, err := compress.Buffer(enc, b, uint64(n))
+	blk, err := dec.Buffer(b, uint64(n))
 	if err != nil {
 		return nil, fmt.Errorf("levels (%s): %w", encName21(enc), compressErr(err))
 	}
@@ -108,10 +120,7 @@ func decodeLevels(enc *pb21.CompressiveEncoding, b []byte, n int) ([]uint16, err
 }
 
 // decodeMiniValues decodes the n values of one mini-block chunk.
-func decodeMiniValues(enc *pb21.CompressiveEncoding, bufs [][]byte, n int) (*compress.Block, error) {
-	if enc == nil {
-		return nil, corruptf(-1, "mini-block page without value compression")
-	}
+func decodeMiniValues(dec *compress.Decoder, enc *pb21.CompressiveEncoding, bufs [][]byte, n int) (*compress.Block, error) {
 	if w := plainFlat(enc); w > 0 && len(bufs) == 1 {
 		if err := needBits(bufs[0], n, w); err != nil {
 			return nil, err
@@ -128,7 +137,7 @@ func decodeMiniValues(enc *pb21.CompressiveEncoding, bufs [][]byte, n int) (*com
 			return &compress.Block{N: uint64(n), Dimension: dim, Child: child}, nil
 		}
 	}
-	blk, err := compress.MiniBlock(enc, bufs, uint64(n))
+	blk, err := dec.MiniBlock(bufs, uint64(n))
 	if err != nil {
 		return nil, fmt.Errorf("values (%s): %w", encName21(enc), compressErr(err))
 	}
@@ -156,6 +165,8 @@ type miniPage struct {
 	dict   *compress.Block
 	nbuf   int
 	large  bool
+	// decoders of the value, repetition and definition encodings
+	vdec, rdec, ddec *compress.Decoder
 }
 
 type miniChunk struct {
@@ -192,6 +203,18 @@ func parseMiniPage(lay *pb21.MiniBlockLayout, shape []bool, bufs [][]byte, rows 
 		return nil, corruptf(-1, "mini-block page has %d buffers, want %d", len(bufs), want)
 	}
 	mp := &miniPage{lay: lay, rd: rd, nbuf: int(nbuf), large: lay.GetHasLargeChunk()}
+	if lay.GetValueCompression() == nil {
+		return nil, corruptf(-1, "mini-block page without value compression")
+	}
+	if mp.vdec, err = newDecoder21(lay.GetValueCompression(), "values"); err != nil {
+		return nil, err
+	}
+	if mp.rdec, err = newDecoder21(lay.GetRepCompression(), "repetition levels"); err != nil {
+		return nil, err
+	}
+	if mp.ddec, err = newDecoder21(lay.GetDefCompression(), "definition levels"); err != nil {
+		return nil, err
+	}
 	meta, data := bufs[0], bufs[1]
 	ww := 2
 	if mp.large {
@@ -291,7 +314,11 @@ func parseMiniPage(lay *pb21.MiniBlockLayout, shape []bool, bufs [][]byte, rows 
 		if k > uint64(len(bufs[2]))*8+1 || k > math.MaxInt32 {
 			return nil, corruptf(-1, "dictionary of %d items in %d bytes", k, len(bufs[2]))
 		}
-		d, err := compress.Buffer(de, bufs[2], k)
+		dd, err := newDecoder21(de, "dictionary")
+		if err != nil {
+			return nil, err
+		}
+		d, err := dd.Buffer(bufs[2], k)
 		if err != nil {
 			return nil, fmt.Errorf("dictionary (%s): %w", encName21(de), compressErr(err))
 		}
@@ -395,7 +422,7 @@ func (mp *miniPage) decodeChunk(data []byte, ci int) (*miniChunkData, error) {
 		}
 		out.positions = n
 		if repB != nil {
-			if out.rep, err = decodeLevels(repEnc, repB, n); err != nil {
+			if out.rep, err = decodeLevels(mp.rdec, repEnc, repB, n); err != nil {
 				return nil, fmt.Errorf("chunk %d repetition: %w", ci, err)
 			}
 			if got := rowStarts(out.rep, mp.rd.maxRep); got != c.rows {
@@ -403,7 +430,7 @@ func (mp *miniPage) decodeChunk(data []byte, ci int) (*miniChunkData, error) {
 			}
 		}
 		if defB != nil {
-			if out.def, err = decodeLevels(defEnc, defB, n); err != nil {
+			if out.def, err = decodeLevels(mp.ddec, defEnc, defB, n); err != nil {
 				return nil, fmt.Errorf("chunk %d definition: %w", ci, err)
 			}
 		}
@@ -417,7 +444,7 @@ func (mp *miniPage) decodeChunk(data []byte, ci int) (*miniChunkData, error) {
 	} else if numLevels != 0 {
 		return nil, corruptf(-1, "chunk %d: %d levels without level buffers", ci, numLevels)
 	}
-	if out.vals, err = decodeMiniValues(mp.lay.GetValueCompression(), vbufs, c.values); err != nil {
+	if out.vals, err = decodeMiniValues(mp.vdec, mp.lay.GetValueCompression(), vbufs, c.values); err != nil {
 		return nil, fmt.Errorf("chunk %d: %w", ci, err)
 	}
 	return out, nil
@@ -458,6 +485,8 @@ type zipPage struct {
 	idx       []byte
 	idxW      int
 	plainVals bool // values are stored as is (no per-value compression)
+	vdec      *compress.Decoder
+	rows      int
 }
 
 func parseZipPage(lay *pb21.FullZipLayout, shape []bool, bufs [][]byte, rows uint64) (*zipPage, error) {
@@ -472,7 +501,10 @@ func parseZipPage(lay *pb21.FullZipLayout, shape []bool, bufs [][]byte, rows uin
 	if br > 16 || bd > 16 {
 		return nil, corruptf(-1, "full-zip control word of %d+%d bits", br, bd)
 	}
-	zp := &zipPage{lay: lay, rd: rd, data: bufs[0], bitsDef: uint(bd), hasRep: br > 0, hasDef: bd > 0}
+	if rows > math.MaxInt32*64 {
+		return nil, corruptf(-1, "full-zip page of %d rows", rows)
+	}
+	zp := &zipPage{lay: lay, rd: rd, data: bufs[0], bitsDef: uint(bd), hasRep: br > 0, hasDef: bd > 0, rows: int(rows)}
 	if zp.hasRep != rd.hasLists() {
 		return nil, corruptf(-1, "full-zip page: %d repetition bits for %d list layers", br, rd.maxRep)
 	}
@@ -514,6 +546,9 @@ func parseZipPage(lay *pb21.FullZipLayout, shape []bool, bufs [][]byte, rows uin
 	if vc == nil {
 		return nil, corruptf(-1, "full-zip page without value compression")
 	}
+	if zp.vdec, err = newDecoder21(vc, "values"); err != nil {
+		return nil, err
+	}
 	if len(bufs) == 2 {
 		zp.idx = bufs[1]
 		if rows+1 == 0 || uint64(len(zp.idx))%(rows+1) != 0 {
@@ -538,6 +573,9 @@ func parseZipPage(lay *pb21.FullZipLayout, shape []bool, bufs [][]byte, rows uin
 
 // rowOffset returns the byte offset of page row i in the data buffer.
 func (zp *zipPage) rowOffset(i int) (int, error) {
+	if i < 0 || i > zp.rows {
+		return 0, corruptf(-1, "full-zip row %d of a %d-row page", i, zp.rows)
+	}
 	var v uint64
 	if zp.idx == nil {
 		v = uint64(i) * uint64(zp.cw+zp.valBytes)
@@ -622,7 +660,7 @@ func parseConstPage(lay *pb21.ConstantLayout, shape []bool, bufs [][]byte, rows 
 		}
 		// Compressed levels (RLE: up to 255 per 3 bytes) are bounded by their bytes
 		// and the rows, so a corrupt count cannot demand unbounded memory.
-		if declared > uint64(len(b))*256+2*rows+1024 || declared > math.MaxInt32 {
+		if declared > uint64(len(b))*256+1024 {
 			return 0, corruptf(-1, "constant page declares %d levels in %d bytes", declared, len(b))
 		}
 		return int(declared), nil
@@ -632,7 +670,11 @@ func parseConstPage(lay *pb21.ConstantLayout, shape []bool, bufs [][]byte, rows 
 		if err != nil {
 			return nil, err
 		}
-		if cp.rep, err = decodeLevels(lay.GetRepCompression(), bufs[0], n); err != nil {
+		dec, err := newDecoder21(lay.GetRepCompression(), "repetition levels")
+		if err != nil {
+			return nil, err
+		}
+		if cp.rep, err = decodeLevels(dec, lay.GetRepCompression(), bufs[0], n); err != nil {
 			return nil, fmt.Errorf("constant page repetition: %w", err)
 		}
 	}
@@ -641,7 +683,11 @@ func parseConstPage(lay *pb21.ConstantLayout, shape []bool, bufs [][]byte, rows 
 		if err != nil {
 			return nil, err
 		}
-		if cp.def, err = decodeLevels(lay.GetDefCompression(), bufs[1], n); err != nil {
+		dec, err := newDecoder21(lay.GetDefCompression(), "definition levels")
+		if err != nil {
+			return nil, err
+		}
+		if cp.def, err = decodeLevels(dec, lay.GetDefCompression(), bufs[1], n); err != nil {
 			return nil, fmt.Errorf("constant page definition: %w", err)
 		}
 	}

@@ -455,13 +455,20 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 		return l.appendFixedZip(zp, vc, data, n)
 	}
 	l.rep, l.def, l.vals = l.rep[:0], l.def[:0], l.vals[:0]
-	pos, nvis, items := 0, 0, 0
+	pos, nvis, items, row := 0, 0, 0, a
 	for pos < len(data) {
 		items++
 		if pos+zp.cw > len(data) {
 			return corruptf(-1, "full-zip control word overruns the page")
 		}
 		r, d := zp.controlWord(data[pos:])
+		if !zp.hasRep || r == zp.rd.maxRep {
+			// Every row start must be where the repetition index says.
+			if at, err := zp.rowOffset(row); err != nil || at != start+pos {
+				return corruptf(-1, "full-zip row %d at byte %d, its repetition index says %d", row, start+pos, at)
+			}
+			row++
+		}
 		pos += zp.cw
 		if zp.hasRep {
 			l.rep = append(l.rep, r)
@@ -502,15 +509,18 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 		}
 		v := data[pos : pos+int(n)]
 		pos += int(n)
-		if !zp.plainVals {
-			dv, err := compress.VariablePerValue(vc, v)
-			if err != nil {
-				return fmt.Errorf("full-zip value (%s): %w", encName21(vc), compressErr(err))
+		if zp.plainVals {
+			err = l.sink.appendVar(v)
+		} else if bs, ok := l.sink.(*binSink); ok {
+			err = bs.appendDecoded(zp.vdec, v)
+		} else {
+			var dv []byte
+			if dv, err = zp.vdec.VariablePerValue(v); err == nil {
+				err = l.sink.appendVar(dv)
 			}
-			v = dv
 		}
-		if err := l.sink.appendVar(v); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("full-zip value (%s): %w", encName21(vc), compressErr(err))
 		}
 	}
 	if !zp.hasRep {
@@ -552,7 +562,7 @@ func (l *leaf21) appendFixedZip(zp *zipPage, vc *pb21.CompressiveEncoding, data 
 		blk = &compress.Block{N: uint64(n), BitsPerValue: uint64(8 * zp.valBytes), Data: data}
 	} else {
 		var err error
-		blk, err = compress.FixedPerValue(vc, data, uint64(n))
+		blk, err = zp.vdec.FixedPerValue(data, uint64(n))
 		if err != nil {
 			return fmt.Errorf("full-zip values (%s): %w", encName21(vc), compressErr(err))
 		}

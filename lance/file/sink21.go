@@ -8,7 +8,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lancectx/lancectx/lance/compress"
@@ -159,6 +158,9 @@ func (s *fixedSink) appendValues(b *compress.Block, lo, hi int, dict *compress.B
 	if lo >= hi {
 		return nil
 	}
+	if b.AllNull {
+		return s.appendNulls(hi - lo)
+	}
 	if err := s.charge(hi - lo); err != nil {
 		return err
 	}
@@ -264,6 +266,9 @@ func (s *binSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Blo
 	if lo >= hi {
 		return nil
 	}
+	if b.AllNull {
+		return s.appendNulls(hi - lo)
+	}
 	if dict != nil {
 		if err := checkIndexBlock(b, hi); err != nil {
 			return err
@@ -332,6 +337,26 @@ func (s *binSink) appendVar(v []byte) error {
 		return err
 	}
 	s.data = append(s.data, v...)
+	s.offs = append(s.offs, int64(len(s.data)))
+	return nil
+}
+
+// appendDecoded appends one full-zip value decoded by dec straight into the data buffer.
+func (s *binSink) appendDecoded(dec *compress.Decoder, v []byte) error {
+	if err := s.bud.take(len(v) + 8); err != nil {
+		return err
+	}
+	out, err := dec.AppendVariablePerValue(s.data, v)
+	if err != nil {
+		return err
+	}
+	if grown := len(out) - len(s.data); grown > len(v) {
+		// Decompression expands: charge the difference too.
+		if err := s.bud.take(grown - len(v)); err != nil {
+			return err
+		}
+	}
+	s.data = out
 	s.offs = append(s.offs, int64(len(s.data)))
 	return nil
 }
@@ -419,6 +444,20 @@ func (s *fslSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Blo
 	}
 	data, validBits := b.Data, []byte(nil)
 	switch {
+	case b.AllNull:
+		return s.appendNulls(hi - lo)
+	case b.Dimension > 0 && b.Child != nil && b.Child.AllNull:
+		if b.Dimension != uint64(s.dim) {
+			return corruptf(-1, "fixed_size_list values of dimension %d, field has %d", b.Dimension, s.dim)
+		}
+		if s.width == 0 {
+			s.bools.appendConst(false, cnt)
+		} else {
+			s.values = append(s.values, make([]byte, cnt*s.width)...)
+		}
+		s.items.appendNulls(cnt)
+		s.n += hi - lo
+		return nil
 	case b.Dimension > 0:
 		if b.Dimension != uint64(s.dim) || b.Child == nil {
 			return corruptf(-1, "fixed_size_list values of dimension %d, field has %d", b.Dimension, s.dim)
@@ -568,6 +607,9 @@ func (s *dictSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Bl
 	if lo >= hi {
 		return nil
 	}
+	if b.AllNull {
+		return s.appendNulls(hi - lo)
+	}
 	if err := s.bud.take((hi - lo) * s.keyWidth); err != nil {
 		return err
 	}
@@ -685,6 +727,9 @@ func (s *packedSink) appendValues(b *compress.Block, lo, hi int, dict *compress.
 	if lo >= hi {
 		return nil
 	}
+	if b.AllNull {
+		return s.appendNulls(hi - lo)
+	}
 	if dict != nil {
 		return fmt.Errorf("%w: dictionary-encoded packed struct", ErrUnsupportedEncoding)
 	}
@@ -762,6 +807,3 @@ func (s *packedSink) build(valid *validity) (arrow.ArrayData, error) {
 	}
 	return array.NewData(s.typ, s.n, []*memory.Buffer{valid.buffer()}, kids, valid.nulls, 0), nil
 }
-
-// bitAt reads bit i of an LSB-first bitmap.
-func bitAt(b []byte, i int) bool { return bitutil.BitIsSet(b, i) }

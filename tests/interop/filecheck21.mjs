@@ -5,7 +5,7 @@
 //       {"<table>": {"rows": [...]}} as LanceDB reads them back
 //   node filecheck21.mjs seeds <db-dir>
 //       small 2.1 and 2.2 tables whose data files seed the Go fuzz targets
-//       (lance/file/testdata/lancedb21)
+//       (lance/file/testdata/lancedb21); prints their rows like write
 //
 // Values are dumped in the canonical JSON form of lance/file/read21_test.go (canon21):
 // null -> null; 8/16/32-bit ints, time32, date32 and floats (float16 widened) -> number;
@@ -296,10 +296,10 @@ function biglistsTable(n) {
 }
 
 const tables = {
-  prims: () => primsTable(5000),
-  nested: () => nestedTable(3000),
-  fullzip: () => fullzipTable(400),
-  multipage: () => multipageTable(20000),
+  prims: () => primsTable(3000),
+  nested: () => nestedTable(2000),
+  fullzip: () => fullzipTable(200),
+  multipage: () => multipageTable(12000),
   biglists: () => biglistsTable(40),
 };
 
@@ -425,13 +425,16 @@ async function main() {
     }
     process.stdout.write(JSON.stringify(out));
   } else if (mode === "seeds") {
+    const out = {};
     for (const v of ["2.1", "2.2"]) {
       const opts = { mode: "overwrite", storageOptions: { new_table_data_storage_version: v } };
       const tag = v.replace(".", "");
-      await db.createTable(`prims${tag}`, primsTable(40), opts);
-      await db.createTable(`nested${tag}`, nestedTable(30), opts);
-      await db.createTable(`fullzip${tag}`, fullzipTable(6), opts);
+      for (const [name, data] of [["prims", primsTable(40)], ["nested", nestedTable(30)], ["fullzip", fullzipTable(6)]]) {
+        const t = await db.createTable(`${name}${tag}`, data, opts);
+        out[`${name}${tag}`] = { rows: dumpTable(await t.query().toArrow()) };
+      }
     }
+    process.stdout.write(JSON.stringify(out));
   } else {
     throw new Error("usage: filecheck21.mjs write <dir> <2.1|2.2> [table...] | seeds <dir>");
   }
