@@ -639,6 +639,18 @@ func parseConstPage(lay *pb21.ConstantLayout, shape []bool, bufs [][]byte, rows 
 		return nil, err
 	}
 	cp := &constPage{rd: rd, inline: lay.GetInlineValue()}
+	// Buffers: [rep, def] levels, after a scalar value buffer when the value is not
+	// inline (2.2).
+	if len(bufs) == 1 || len(bufs) == 3 {
+		if cp.inline != nil {
+			return nil, corruptf(-1, "constant page with an inline value and %d buffers", len(bufs))
+		}
+		v, err := scalarValue(bufs[0])
+		if err != nil {
+			return nil, err
+		}
+		cp.inline, bufs = v, bufs[1:]
+	}
 	switch len(bufs) {
 	case 0:
 		if rd.hasLists() {
@@ -649,8 +661,6 @@ func parseConstPage(lay *pb21.ConstantLayout, shape []bool, bufs [][]byte, rows 
 		}
 		return cp, nil
 	case 2:
-	case 1, 3:
-		return nil, fmt.Errorf("%w: constant layout with a scalar value buffer", ErrUnsupportedEncoding)
 	default:
 		return nil, corruptf(-1, "constant page with %d buffers", len(bufs))
 	}
@@ -725,4 +735,48 @@ func parseConstPage(lay *pb21.ConstantLayout, shape []bool, bufs [][]byte, rows 
 		}
 	}
 	return cp, nil
+}
+
+// scalarValue decodes a constant page's scalar value buffer (Lance's encoding of a
+// one-value Arrow array): u32 buffer count, u32 length per buffer, the buffers. One
+// buffer is a fixed-width value; two are 32- or 64-bit offsets and the bytes of a
+// variable-width value, which is returned.
+func scalarValue(b []byte) ([]byte, error) {
+	if len(b) < 4 {
+		return nil, corruptf(-1, "scalar value buffer of %d bytes", len(b))
+	}
+	nb := int(binary.LittleEndian.Uint32(b))
+	if nb < 1 || nb > 2 || len(b) < 4+4*nb {
+		return nil, corruptf(-1, "scalar value buffer with %d buffers in %d bytes", nb, len(b))
+	}
+	lens := make([]int, nb)
+	total := 4 + 4*nb
+	for i := range lens {
+		lens[i] = int(binary.LittleEndian.Uint32(b[4+4*i:]))
+		total += lens[i]
+		if lens[i] > len(b) || total > len(b) {
+			return nil, corruptf(-1, "scalar value buffer lengths overrun its %d bytes", len(b))
+		}
+	}
+	if total != len(b) {
+		return nil, corruptf(-1, "scalar value buffer has %d trailing bytes", len(b)-total)
+	}
+	body := b[4+4*nb:]
+	if nb == 1 {
+		return body, nil
+	}
+	offs, data := body[:lens[0]], body[lens[0]:]
+	var start, end uint64
+	switch lens[0] {
+	case 8:
+		start, end = uint64(binary.LittleEndian.Uint32(offs)), uint64(binary.LittleEndian.Uint32(offs[4:]))
+	case 16:
+		start, end = binary.LittleEndian.Uint64(offs), binary.LittleEndian.Uint64(offs[8:])
+	default:
+		return nil, corruptf(-1, "scalar value offsets of %d bytes", lens[0])
+	}
+	if start > end || end > uint64(len(data)) {
+		return nil, corruptf(-1, "scalar value offsets %d..%d of %d bytes", start, end, len(data))
+	}
+	return data[start:end], nil
 }

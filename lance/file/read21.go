@@ -121,6 +121,8 @@ type leaf21 struct {
 	// scratch for full-zip levels and values
 	rep, def []uint16
 	vals     []byte
+	offs     []uint64
+	order    []bool
 }
 
 func (r *Reader) newDecoder21(f *schema.Field, bud *budget) (decoder, error) {
@@ -454,7 +456,10 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 		}
 		return l.appendFixedZip(zp, vc, data, n)
 	}
-	l.rep, l.def, l.vals = l.rep[:0], l.def[:0], l.vals[:0]
+	// Values that only decode together (2.2 variable packed structs) are gathered:
+	// l.offs delimits them in l.vals, l.order says which visible items are null.
+	gather := !zp.fixed && vc.GetVariablePackedStruct() != nil
+	l.rep, l.def, l.vals, l.offs, l.order = l.rep[:0], l.def[:0], l.vals[:0], append(l.offs[:0], 0), l.order[:0]
 	pos, nvis, items, row := 0, 0, 0, a
 	for pos < len(data) {
 		items++
@@ -489,7 +494,9 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 			continue
 		}
 		if d != 0 {
-			if err := l.sink.appendNulls(1); err != nil {
+			if gather {
+				l.order = append(l.order, false)
+			} else if err := l.sink.appendNulls(1); err != nil {
 				return err
 			}
 			continue
@@ -509,6 +516,12 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 		}
 		v := data[pos : pos+int(n)]
 		pos += int(n)
+		if gather {
+			l.vals = append(l.vals, v...)
+			l.offs = append(l.offs, uint64(len(l.vals)))
+			l.order = append(l.order, true)
+			continue
+		}
 		if zp.plainVals {
 			err = l.sink.appendVar(v)
 		} else if bs, ok := l.sink.(*binSink); ok {
@@ -548,6 +561,24 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 	}
 	if zp.fixed {
 		return l.appendFixedZip(zp, vc, l.vals, nvis)
+	}
+	if gather && len(l.order) > 0 {
+		blk, err := zp.vdec.VariablePerValues(l.vals, l.offs)
+		if err != nil {
+			return fmt.Errorf("full-zip values (%s): %w", encName21(vc), compressErr(err))
+		}
+		j := 0
+		for _, valid := range l.order {
+			if valid {
+				err = l.sink.appendValues(blk, j, j+1, nil)
+				j++
+			} else {
+				err = l.sink.appendNulls(1)
+			}
+			if err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

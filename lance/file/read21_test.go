@@ -249,7 +249,11 @@ func TestRead21LanceDB(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			want := lancedb21(t, dir, v)
-			for _, name := range []string{"prims", "nested", "fullzip", "multipage", "biglists"} {
+			names := []string{"prims", "nested", "fullzip", "multipage", "biglists"}
+			if v == "2.2" {
+				names = append(names, "packedvar")
+			}
+			for _, name := range names {
 				t.Run(name, func(t *testing.T) {
 					rows := want[name]
 					if len(rows) == 0 {
@@ -323,6 +327,7 @@ func checkLayouts21(t *testing.T, name, version string, tb *table21) {
 		has(leaf("allnull_s"), "constant")
 		if version == "2.2" {
 			has(leaf("const_i64"), "constant")
+			has(leaf("const_s"), "constant")
 		}
 		mp := parsed21(t, r, leaf("lowcard"))
 		if mp.dict == nil {
@@ -335,6 +340,7 @@ func checkLayouts21(t *testing.T, name, version string, tb *table21) {
 		has(leaf("ll", "item", "item"), "mini_block")
 		has(leaf("allnull_list", "item"), "constant")
 		has(leaf("allnull_struct", "a"), "constant")
+		has(leaf("packed"), "mini_block")
 		if len(tb.readers) != 2 || tb.readers[1].Schema().Fields[0].Type.ID() != arrow.LARGE_LIST {
 			t.Errorf("expected a second data file holding the large_list column")
 		}
@@ -348,6 +354,8 @@ func checkLayouts21(t *testing.T, name, version string, tb *table21) {
 		if np := r.NumPages(leaf("tokens", "item")); np < 3 {
 			t.Errorf("tokens: %d pages, want several", np)
 		}
+	case "packedvar":
+		has(leaf("pv"), "full_zip")
 	case "biglists":
 		mp := parsed21(t, r, leaf("big", "item"))
 		spanning := false

@@ -54,7 +54,8 @@ func newValueSink(f *schema.Field, bud *budget) (valueSink, error) {
 		}
 		return &dictSink{bud: bud, typ: tt, keyWidth: kw, maxItems: maxDictItems(tt.IndexType), values: vs, index: map[string]int{}}, nil
 	case *arrow.StructType:
-		// A packed struct: one leaf holding every (fixed-width) member.
+		// A packed struct: one leaf holding every member (fixed width in 2.1, also
+		// variable width in 2.2).
 		ps := &packedSink{typ: tt}
 		for _, c := range f.Children {
 			if len(c.Children) > 0 {
@@ -62,13 +63,9 @@ func newValueSink(f *schema.Field, bud *budget) (valueSink, error) {
 			}
 			s, err := newPlainSink(c.ArrowType(), bud)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("packed struct member %q: %w", c.Name, err)
 			}
-			fs, ok := s.(*fixedSink)
-			if !ok {
-				return nil, fmt.Errorf("%w: packed struct member %q of type %s", ErrUnsupportedEncoding, c.Name, c.ArrowType())
-			}
-			ps.kids = append(ps.kids, fs)
+			ps.kids = append(ps.kids, s)
 		}
 		return ps, nil
 	}
@@ -710,10 +707,10 @@ func (s *dictSink) build(valid *validity) (arrow.ArrayData, error) {
 
 // ---- packed struct ----
 
-// packedSink decodes a packed struct: one leaf column holding every fixed-width member.
+// packedSink decodes a packed struct: one leaf column holding every member.
 type packedSink struct {
 	typ  *arrow.StructType
-	kids []*fixedSink
+	kids []valueSink
 	n    int
 }
 
@@ -738,32 +735,37 @@ func (s *packedSink) appendValues(b *compress.Block, lo, hi int, dict *compress.
 		if len(b.Fields) != len(s.kids) {
 			return corruptf(-1, "packed struct of %d members, field has %d", len(b.Fields), len(s.kids))
 		}
+		if uint64(hi) > b.N {
+			return corruptf(-1, "packed struct block of %d values read up to %d", b.N, hi)
+		}
 		for i, k := range s.kids {
 			if err := k.appendValues(b.Fields[i], lo, hi, nil); err != nil {
 				return fmt.Errorf("packed struct member %d: %w", i, err)
 			}
 		}
 	default:
-		// Row-major: every value is the members' bytes back to back.
+		// Row-major: every value is the (fixed-width) members' bytes back to back.
 		row := 0
 		for _, k := range s.kids {
-			if k.width == 0 {
-				return fmt.Errorf("%w: boolean member of a packed struct", ErrUnsupportedEncoding)
+			fk, ok := k.(*fixedSink)
+			if !ok || fk.width == 0 {
+				return fmt.Errorf("%w: row-major packed struct with a variable-width or boolean member", ErrUnsupportedEncoding)
 			}
-			row += k.width
+			row += fk.width
 		}
 		if err := checkFixedBlock(b, uint64(8*row), hi); err != nil {
-			return err
-		}
-		if err := s.kids[0].bud.take((hi - lo) * row); err != nil {
 			return err
 		}
 		for i := lo; i < hi; i++ {
 			p := b.Data[i*row:]
 			for _, k := range s.kids {
-				k.values = append(k.values, p[:k.width]...)
-				k.n++
-				p = p[k.width:]
+				fk := k.(*fixedSink)
+				if err := fk.charge(1); err != nil {
+					return err
+				}
+				fk.values = append(fk.values, p[:fk.width]...)
+				fk.n++
+				p = p[fk.width:]
 			}
 		}
 	}
@@ -796,9 +798,11 @@ func (s *packedSink) build(valid *validity) (arrow.ArrayData, error) {
 			k.Release()
 		}
 	}()
-	var none validity
 	for _, k := range s.kids {
-		none.n = k.n
+		if k.count() != s.n {
+			return nil, corruptf(-1, "packed struct member has %d values, struct %d", k.count(), s.n)
+		}
+		none := validity{n: s.n}
 		d, err := k.build(&none)
 		if err != nil {
 			return nil, err

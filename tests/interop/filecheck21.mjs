@@ -151,6 +151,7 @@ function primsTable(n) {
     F("lowcard", new arrow.Utf8()),
     F("seq", new arrow.Int32()),
     F("const_i64", new arrow.Int64()),
+    F("const_s", new arrow.Utf8(), false),
     F("allnull_i32", new arrow.Int32()),
     F("allnull_s", new arrow.Utf8()),
   ];
@@ -189,6 +190,7 @@ function primsTable(n) {
     c.lowcard.push(nul(i, 31) ? null : words[(i * 7) % 5]);
     c.seq.push(i);
     c.const_i64.push(42n);
+    c.const_s.push("the same string in every row");
     c.allnull_i32.push(null);
     c.allnull_s.push(null);
   }
@@ -215,6 +217,7 @@ function nestedTable(n) {
     F("allnull_list", new arrow.List(item(new arrow.Int32()))),
     F("allnull_struct", st([F("a", new arrow.Int32())])),
     F("empty_lists", new arrow.List(item(new arrow.Int32()))),
+    F("packed", st([F("p", new arrow.Int32()), F("q", new arrow.Float64()), F("r", new arrow.Uint8())]), true, { "lance-encoding:packed": "true" }),
   ];
   const c = Object.fromEntries(fields.map((f) => [f.name, []]));
   for (let i = 0; i < n; i++) {
@@ -232,6 +235,22 @@ function nestedTable(n) {
     c.allnull_list.push(null);
     c.allnull_struct.push(null);
     c.empty_lists.push(i % 3 === 0 ? null : []);
+    c.packed.push({ p: i, q: i / 4, r: i % 256 }); // LanceDB cannot write null packed structs
+  }
+  return makeTable(fields, c);
+}
+
+// packedvar: packed structs with variable-width members (2.2 only).
+function packedvarTable(n) {
+  const st = (fs) => new arrow.Struct(fs);
+  const fields = [
+    F("id", new arrow.Int32(), false),
+    F("pv", st([F("a", new arrow.Int32()), F("name", new arrow.Utf8()), F("raw", new arrow.Binary())]), true, { "lance-encoding:packed": "true" }),
+  ];
+  const c = Object.fromEntries(fields.map((f) => [f.name, []]));
+  for (let i = 0; i < n; i++) {
+    c.id.push(i);
+    c.pv.push({ a: i * 3, name: `name-${i}-${"n".repeat(i % 11)}`, raw: Uint8Array.from({ length: i % 6 }, (_, k) => (i + k) % 256) });
   }
   return makeTable(fields, c);
 }
@@ -301,6 +320,7 @@ const tables = {
   fullzip: () => fullzipTable(200),
   multipage: () => multipageTable(12000),
   biglists: () => biglistsTable(40),
+  packedvar: () => packedvarTable(1500),
 };
 
 // ---- canonical dump ----
@@ -409,7 +429,9 @@ async function main() {
     if (version !== "2.1" && version !== "2.2") throw new Error(`storage version ${version}: want 2.1 or 2.2`);
     const opts = { mode: "overwrite", storageOptions: { new_table_data_storage_version: version } };
     const out = {};
-    for (const name of names.length ? names : Object.keys(tables)) {
+    // Packed structs with variable-width members need 2.2.
+    const all = Object.keys(tables).filter((n) => version === "2.2" || n !== "packedvar");
+    for (const name of names.length ? names : all) {
       if (!tables[name]) throw new Error(`unknown table ${name}`);
       const data = tables[name]();
       const t = await db.createTable(name, data, opts);
