@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -373,7 +374,11 @@ func (l *leaf21) readMini(mp *miniPage, pageIdx int, data []byte, a, b int) erro
 		}
 		return nil
 	}
-	// With lists a row's positions may continue into the following chunks.
+	// With lists a row's positions may continue into the following chunks; size the
+	// values once for the chunks the rows start in.
+	if last, err := mp.findChunk(b - 1); err == nil {
+		l.sink.reserve(mp.chunks[last].firstValue + mp.chunks[last].values - mp.chunks[ci].firstValue)
+	}
 	cd, err := l.chunkAt(mp, pageIdx, data, ci)
 	if err != nil {
 		return err
@@ -460,6 +465,15 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 	// l.offs delimits them in l.vals, l.order says which visible items are null.
 	gather := !zp.fixed && vc.GetVariablePackedStruct() != nil
 	l.rep, l.def, l.vals, l.offs, l.order = l.rep[:0], l.def[:0], l.vals[:0], append(l.offs[:0], 0), l.order[:0]
+	if bs, ok := l.sink.(*binSink); ok && !zp.fixed {
+		// Room for the values decoded (FSST: about 3x the stored bytes) in one allocation,
+		// so that the decoder appending them never has to grow the buffer.
+		grow := len(data)
+		if !zp.plainVals {
+			grow = 4*len(data) + 64
+		}
+		bs.data = slices.Grow(bs.data, preallocBytes(grow))
+	}
 	pos, nvis, items, row := 0, 0, 0, a
 	for pos < len(data) {
 		items++
@@ -525,7 +539,7 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 		if zp.plainVals {
 			err = l.sink.appendVar(v)
 		} else if bs, ok := l.sink.(*binSink); ok {
-			err = bs.appendDecoded(zp.vdec, v)
+			err = bs.appendDecoded(zp.vdec, v, len(data)-pos)
 		} else {
 			var dv []byte
 			if dv, err = zp.vdec.VariablePerValue(v); err == nil {

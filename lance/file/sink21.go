@@ -338,10 +338,17 @@ func (s *binSink) appendVar(v []byte) error {
 	return nil
 }
 
-// appendDecoded appends one full-zip value decoded by dec straight into the data buffer.
-func (s *binSink) appendDecoded(dec *compress.Decoder, v []byte) error {
+// appendDecoded appends one full-zip value decoded by dec straight into the data buffer;
+// rest is how many stored bytes of the read follow v, to size the buffer ahead.
+func (s *binSink) appendDecoded(dec *compress.Decoder, v []byte, rest int) error {
 	if err := s.bud.take(len(v) + 8); err != nil {
 		return err
+	}
+	// The decoder wants room for the largest expansion (8x for FSST) and grows the
+	// buffer itself otherwise, zeroing a new one every time: grow it here, once, for
+	// what is left of the read at a typical expansion.
+	if need := 8*len(v) + 8; cap(s.data)-len(s.data) < need {
+		s.data = slices.Grow(s.data, need+preallocBytes(4*rest))
 	}
 	out, err := dec.AppendVariablePerValue(s.data, v)
 	if err != nil {

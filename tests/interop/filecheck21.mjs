@@ -3,6 +3,11 @@
 //   node filecheck21.mjs write <db-dir> <2.1|2.2> [table ...]
 //       create the named tables (all by default) with that data storage version and print
 //       {"<table>": {"rows": [...]}} as LanceDB reads them back
+//   node filecheck21.mjs rollout <db-dir> <2.1|2.2> <rows>
+//       a table "rollout" of rollout rows (lance/file/bench_test.go's shape) for benchmarks
+//   node filecheck21.mjs scan <db-dir> <table> [col,col...]
+//       times LanceDB scanning the table (all or the given columns) three times and prints
+//       {"rows": n, "seconds": [..]}: the LanceDB side of BenchmarkRead21Rollout
 //   node filecheck21.mjs seeds <db-dir>
 //       small 2.1 and 2.2 tables whose data files seed the Go fuzz targets
 //       (lance/file/testdata/lancedb21); prints their rows like write
@@ -14,6 +19,7 @@
 // fixed_size_binary -> base64; list / fixed_size_list -> array; struct -> object (a null
 // struct is null); dictionary -> the decoded value.
 import { createRequire } from "node:module";
+import { performance } from "node:perf_hooks";
 
 process.env.LANCEDB_LOG = process.env.LANCEDB_LOG || "error";
 const lancedb = await import("@lancedb/lancedb");
@@ -314,6 +320,30 @@ function biglistsTable(n) {
   return makeTable(fields, c);
 }
 
+// rollout: one message of a trajectory per row, like lance/file/bench_test.go.
+function rolloutBatch(start, n, r) {
+  const words = "the model reasons about the tool output and then answers the user with a short plan".split(" ");
+  const roles = ["system", "user", "assistant", "tool"];
+  const fields = [
+    F("id", new arrow.Utf8()),
+    F("role", new arrow.Utf8()),
+    F("content", new arrow.LargeUtf8()),
+    F("reward", new arrow.Float32()),
+    F("tokens", new arrow.List(item(new arrow.Int32()))),
+  ];
+  const c = Object.fromEntries(fields.map((f) => [f.name, []]));
+  for (let i = start; i < start + n; i++) {
+    c.id.push(`exp-0001-traj-${String(Math.floor(i / 16)).padStart(8, "0")}-step-${String(i % 16).padStart(3, "0")}`);
+    c.role.push(roles[i % 4]);
+    let s = "";
+    while (s.length < 1000) s += words[Math.floor(r() * words.length)] + " ";
+    c.content.push(s);
+    c.reward.push(Math.fround(r()));
+    c.tokens.push(Array.from({ length: 64 }, () => Math.floor(r() * 150000)));
+  }
+  return makeTable(fields, c);
+}
+
 const tables = {
   prims: () => primsTable(3000),
   nested: () => nestedTable(2000),
@@ -446,6 +476,29 @@ async function main() {
       out[name] = { rows: dumpTable(back) };
     }
     process.stdout.write(JSON.stringify(out));
+  } else if (mode === "rollout") {
+    const rows = Number(names[0] || 100000);
+    const r = rng(77);
+    const batches = [];
+    for (let start = 0; start < rows; start += 8192) batches.push(...rolloutBatch(start, Math.min(8192, rows - start), r).batches);
+    const data = new arrow.Table(batches[0].schema, batches);
+    const opts = { mode: "overwrite", storageOptions: { new_table_data_storage_version: version } };
+    await db.createTable("rollout", data, opts);
+    process.stdout.write(JSON.stringify({ rows }));
+  } else if (mode === "scan") {
+    const t = await db.openTable(version);
+    const cols = names[0] ? names[0].split(",") : null;
+    const seconds = [];
+    let rows = 0;
+    for (let k = 0; k < 3; k++) {
+      rows = 0;
+      const start = performance.now();
+      let q = t.query();
+      if (cols) q = q.select(cols);
+      for await (const batch of q) rows += batch.numRows;
+      seconds.push((performance.now() - start) / 1000);
+    }
+    process.stdout.write(JSON.stringify({ rows, seconds }));
   } else if (mode === "seeds") {
     const out = {};
     for (const v of ["2.1", "2.2"]) {
