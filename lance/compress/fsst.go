@@ -20,6 +20,9 @@ import (
 // encoder switch is off the values were stored uncompressed.
 
 const (
+	// fsstWindow is the room decodeInto needs after its position to write four symbols
+	// with one bounds check: three lengths masked to 15 plus an 8-byte word.
+	fsstWindow    = 3*15 + 8
 	fsstTableSize = 8 + 256*8 + 256
 	fsstMagic     = 0x46535354 // "FSST", the high half of the header
 	fsstEscape    = 255
@@ -65,9 +68,9 @@ func hasEscape(w uint32) bool {
 }
 
 // decodeInto decodes the codes of one value into out[pos:] and returns the new position.
-// out must have 8*len(src)+8 bytes of room after pos: a code yields at most 8 bytes and
-// symbols are written as whole words. It fails on a code without a symbol and on a value
-// ending in an escape.
+// Symbols are written as whole words, so out needs fsstWindow bytes of slack after the
+// decoded bytes (fsstRoom(len(src)) bytes of room always suffice). It fails on a code
+// without a symbol, on a value ending in an escape and when out is too short.
 func (t *fsstTable) decodeInto(out []byte, pos int, src []byte) (int, error) {
 	var bad uint8
 	i := 0
@@ -80,14 +83,20 @@ func (t *fsstTable) decodeInto(out []byte, pos int, src []byte) (int, error) {
 			}
 			c0, c1, c2, c3 := w&0xFF, w>>8&0xFF, w>>16&0xFF, w>>24
 			bad |= t.bad[c0] | t.bad[c1] | t.bad[c2] | t.bad[c3]
-			binary.LittleEndian.PutUint64(out[pos:], t.syms[c0])
-			pos += int(t.lens[c0])
-			binary.LittleEndian.PutUint64(out[pos:], t.syms[c1])
-			pos += int(t.lens[c1])
-			binary.LittleEndian.PutUint64(out[pos:], t.syms[c2])
-			pos += int(t.lens[c2])
-			binary.LittleEndian.PutUint64(out[pos:], t.syms[c3])
-			pos += int(t.lens[c3])
+			if len(out)-pos < fsstWindow {
+				return 0, errFSSTRoom
+			}
+			// One bounds check for the four symbols: lengths are at most 8 (masking
+			// with 15 lets the compiler prove every write falls inside the window).
+			win := (*[fsstWindow]byte)(out[pos:])
+			p1 := int(t.lens[c0]) & 15
+			p2 := p1 + int(t.lens[c1])&15
+			p3 := p2 + int(t.lens[c2])&15
+			binary.LittleEndian.PutUint64(win[0:8], t.syms[c0])
+			binary.LittleEndian.PutUint64(win[p1:p1+8], t.syms[c1])
+			binary.LittleEndian.PutUint64(win[p2:p2+8], t.syms[c2])
+			binary.LittleEndian.PutUint64(win[p3:p3+8], t.syms[c3])
+			pos += p3 + int(t.lens[c3])
 			i += 4
 		}
 		if i >= len(src) {
@@ -98,12 +107,18 @@ func (t *fsstTable) decodeInto(out []byte, pos int, src []byte) (int, error) {
 			if i+1 >= len(src) {
 				return 0, corruptf("fsst value ends in an escape")
 			}
+			if pos >= len(out) {
+				return 0, errFSSTRoom
+			}
 			out[pos] = src[i+1]
 			pos++
 			i += 2
 			continue
 		}
 		bad |= t.bad[c]
+		if len(out)-pos < 8 {
+			return 0, errFSSTRoom
+		}
 		binary.LittleEndian.PutUint64(out[pos:], t.syms[c])
 		pos += int(t.lens[c])
 		i++
@@ -114,13 +129,20 @@ func (t *fsstTable) decodeInto(out []byte, pos int, src []byte) (int, error) {
 	return pos, nil
 }
 
+// errFSSTRoom reports codes decoding to more bytes than they were sized for, which only
+// corrupt input (an escape straddling two values) can do.
+var errFSSTRoom = corruptf("fsst codes decode past their size")
+
+// fsstRoom is the output room decodeInto needs for a value of n codes.
+func fsstRoom(n int) int { return 8*n + fsstWindow }
+
 // appendDecoded appends the decoded form of one value to dst.
 func (t *fsstTable) appendDecoded(dst, src []byte) ([]byte, error) {
 	if !t.on {
 		return append(dst, src...), nil
 	}
 	start := len(dst)
-	dst = grow(dst, 8*len(src)+8)
+	dst = grow(dst, fsstRoom(len(src)))
 	end, err := t.decodeInto(dst[:cap(dst)], start, src)
 	if err != nil {
 		return nil, err
@@ -147,14 +169,15 @@ func (d *Decoder) fsstBlock(f *pb.Fsst, in *Block) (*Block, error) {
 	if !t.on {
 		return in, nil
 	}
-	// FSST usually compresses text 2-3x: start there and grow when a value might not fit.
+	// FSST usually compresses text 2-4x: start there and grow when a value might not fit
+	// (cheaper than sizing the output exactly with a pass over the codes).
 	codes := in.Offsets[in.N] - in.Offsets[0]
-	out := make([]byte, 0, 3*codes+64)
+	out := make([]byte, 0, 3*codes+fsstWindow)
 	offsets := make([]uint64, in.N+1)
 	pos := 0
 	for i := uint64(0); i < in.N; i++ {
 		v := in.Data[in.Offsets[i]:in.Offsets[i+1]]
-		out = grow(out[:pos], 8*len(v)+8)
+		out = grow(out[:pos], fsstRoom(len(v)))
 		var err error
 		if pos, err = t.decodeInto(out[:cap(out)], pos, v); err != nil {
 			return nil, fmt.Errorf("value %d: %w", i, err)
