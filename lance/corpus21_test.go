@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +73,7 @@ type corpus21Table struct {
 // with package lance and must give exactly the rows LanceDB read back, by scan and by take.
 // Each table is a subtest with three parts: read (scan), take (scattered row positions) and
 // corpus (the data files use the encodings the case claims to exercise, so the corpus keeps
-// covering what it says). -short generates the corpus without its largest tables.
+// covering what it says). -short (and -race) generate the corpus without its largest tables.
 func TestCorpus21(t *testing.T) {
 	dir, man := corpus21(t)
 	t.Logf("corpus: %d tables from LanceDB %s in %s (quick=%v)", len(man.Tables), man.LanceDB, dir, man.Quick)
@@ -132,7 +133,9 @@ func generateCorpus21(t *testing.T, dir string) {
 		t.Fatalf("LanceDB not installed: run `npm ci --prefix tests/interop` (%v)", err)
 	}
 	args := []string{filepath.Join(interop, "corpus21.mjs"), "gen", dir}
-	if testing.Short() {
+	// The race-detector run is there for concurrent code: the quick corpus exercises the same
+	// read paths, the full one costs minutes more under the detector.
+	if testing.Short() || raceEnabled() {
 		args = append(args, "--quick")
 	}
 	// Bounded so a wedged LanceDB fails the test instead of hanging it; generation takes
@@ -148,6 +151,20 @@ func generateCorpus21(t *testing.T, dir string) {
 		t.Fatalf("generate corpus (node %s): %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	t.Logf("corpus generated in %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(stdout.String()))
+}
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }
 
 // findModuleRoot walks up from the working directory (the package directory) to go.mod.

@@ -558,13 +558,19 @@ const boolAllNull = (prefix = "") => [{ name: `${prefix}allnull`, valueSql: "CAS
 // memory its buffered arrays hold passes 8 MiB; a column read zero-copy from the Arrow IPC
 // message holds the whole message (ballast included), one LanceDB copied (to realign it) holds
 // only its own bytes and stays on one page: such columns are listed in singlePage.
+const ballastCache = new Map();
 function ballast(n, batchRows) {
   const len = Math.ceil(9_000_000 / batchRows);
   const field = F("ballast", new arrow.Binary(), false);
-  // built directly: every row is len bytes of 'b'
+  // built directly (every row is len bytes of 'b') and shared by every batch of that size
   const build = (s, e) => {
-    const offsets = Int32Array.from({ length: e - s + 1 }, (_, i) => i * len);
-    return arrow.makeData({ type: field.type, length: e - s, nullCount: 0, valueOffsets: offsets, data: new Uint8Array((e - s) * len).fill(98) });
+    const key = `${e - s}x${len}`;
+    if (!ballastCache.has(key)) {
+      const offsets = new Int32Array(e - s + 1);
+      for (let i = 0; i <= e - s; i++) offsets[i] = i * len;
+      ballastCache.set(key, arrow.makeData({ type: field.type, length: e - s, nullCount: 0, valueOffsets: offsets, data: new Uint8Array((e - s) * len).fill(98) }));
+    }
+    return ballastCache.get(key);
   };
   return { field, values: { length: n }, build };
 }
