@@ -3,6 +3,7 @@ package compress
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -265,5 +266,37 @@ func TestVariablePackedStruct(t *testing.T) {
 	equalStrings(t, blockStrings(t, b.Fields[2]), []string{"x", "", "nine"})
 	if _, err := d.VariablePerValue(row(1, "a", "b")); err == nil {
 		t.Fatal("a struct decoded as bytes")
+	}
+}
+
+// TestDecoderConcurrentUse decodes with one Decoder from several goroutines (run with
+// -race): the zstd decoder is created once and FSST tables are read-only.
+func TestDecoderConcurrentUse(t *testing.T) {
+	raw := le(32, 1, 2, 3, 4, 5, 6, 7, 8)
+	frame := zstdFrame(t, raw)
+	d, err := NewDecoder(encGeneral(pb.CompressionScheme_COMPRESSION_ALGORITHM_ZSTD, encFlat(32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 50; i++ {
+				b, err := d.MiniBlock([][]byte{frame}, 8)
+				if err == nil && !bytes.Equal(b.Data, raw) {
+					err = fmt.Errorf("decoded %v", b.Data)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
