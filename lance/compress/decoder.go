@@ -212,20 +212,6 @@ func (d *Decoder) miniBlock(enc *pb.CompressiveEncoding, bufs [][]byte, n uint64
 			return nil, corruptf("constant chunk has %d buffers, want 0", len(bufs))
 		}
 		return constant(c.Constant, n)
-	case *pb.CompressiveEncoding_Range:
-		if len(bufs) != 0 {
-			return nil, corruptf("range chunk has %d buffers, want 0", len(bufs))
-		}
-		return rangeBlock(c.Range, n)
-	case *pb.CompressiveEncoding_Delta:
-		if n == 0 {
-			return &Block{BitsPerValue: c.Delta.GetUncompressedBitsPerValue()}, nil
-		}
-		deltas, err := d.miniBlock(c.Delta.GetDeltas(), bufs, n-1)
-		if err != nil {
-			return nil, err
-		}
-		return delta(c.Delta, deltas, n)
 	}
 	return nil, unsupported(enc, "a mini-block chunk")
 }
@@ -266,8 +252,8 @@ func (d *Decoder) block(enc *pb.CompressiveEncoding, buf []byte, n uint64) (*Blo
 		}
 		return d.fsstBlock(c.Fsst, inner)
 	case *pb.CompressiveEncoding_Delta:
-		if n == 0 {
-			return &Block{BitsPerValue: c.Delta.GetUncompressedBitsPerValue()}, nil
+		if n < 2 {
+			return nil, corruptf("delta of %d values (Lance needs at least 2)", n)
 		}
 		deltas, err := d.block(c.Delta.GetDeltas(), buf, n-1)
 		if err != nil {

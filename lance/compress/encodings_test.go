@@ -3,9 +3,12 @@ package compress
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	pb "github.com/lancectx/lancectx/lance/format/encodings21pb"
 )
 
 func TestFlat(t *testing.T) {
@@ -160,13 +163,42 @@ func TestConstantAndRange(t *testing.T) {
 	}
 	b = must(t)(Buffer(encRange(64, 10, 3), nil, 4))
 	equalUints(t, blockUints(t, b), []uint64{10, 13, 16, 19})
-	b = must(t)(MiniBlock(encRange(32, 1<<32-2, 1), nil, 3))
-	equalUints(t, blockUints(t, b), []uint64{1<<32 - 2, 1<<32 - 1, 0})
+	b = must(t)(Buffer(encRange(32, 1<<32-3, 1), nil, 3))
+	equalUints(t, blockUints(t, b), []uint64{1<<32 - 3, 1<<32 - 2, 1<<32 - 1})
+	// Lance writes a range only when its values fit the width.
+	if _, err := Buffer(encRange(32, 1<<32-2, 1), nil, 3); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("overflowing range: %v", err)
+	}
+	// Like Lance, range and delta are block encodings only.
+	for _, enc := range []*pb.CompressiveEncoding{encRange(32, 0, 1), encDelta(32, 0, encRange(32, 0, 1))} {
+		if _, err := MiniBlock(enc, nil, 3); !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("%s in a mini-block chunk: %v", encodingName(enc), err)
+		}
+	}
 }
 
 func TestDelta(t *testing.T) {
-	b := must(t)(Buffer(encDelta(64, 100, encFlat(8)), []byte{1, 2, 3}, 4))
+	b := must(t)(Buffer(encDelta(64, 100, encFlat(64)), le(64, 1, 2, 3), 4))
 	equalUints(t, blockUints(t, b), []uint64{100, 101, 103, 106})
+	// A metadata-only child: differences 2, 2 from a range.
 	b = must(t)(Buffer(encDelta(32, 5, encRange(32, 2, 0)), nil, 3))
 	equalUints(t, blockUints(t, b), []uint64{5, 7, 9})
+	// Bitpacked differences.
+	diffs := []uint64{1, 0, 3, 2, 2}
+	b = must(t)(Buffer(encDelta(32, 7, encInline(32)), inlineChunkBytes(32, 2, diffs), 6))
+	equalUints(t, blockUints(t, b), []uint64{7, 8, 8, 11, 13, 15})
+	for name, c := range map[string]struct {
+		enc *pb.CompressiveEncoding
+		buf []byte
+		n   uint64
+	}{
+		"sum overflows":      {encDelta(32, 1<<32-2, encFlat(32)), le(32, 5), 2},
+		"one value":          {encDelta(64, 1, encFlat(64)), nil, 1},
+		"narrow differences": {encDelta(64, 1, encFlat(8)), []byte{1}, 2},
+		"base too wide":      {encDelta(32, 1<<33, encFlat(32)), le(32, 1), 2},
+	} {
+		if _, err := Buffer(c.enc, c.buf, c.n); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package compress
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 
 	pb "github.com/lancectx/lancectx/lance/format/encodings21pb"
 )
@@ -240,7 +241,8 @@ func constant(c *pb.Constant, n uint64) (*Block, error) {
 	return &Block{N: n, BitsPerValue: uint64(len(v)) * 8, Data: data}, nil
 }
 
-// rangeBlock materializes start + step*i for i < n as 32- or 64-bit values.
+// rangeBlock materializes start + step*i for i < n as 32- or 64-bit values. Lance writes
+// a range only when every value fits the width, so overflowing ones are corrupt.
 func rangeBlock(r *pb.Range, n uint64) (*Block, error) {
 	width := r.GetUncompressedBitsPerValue()
 	if width != 32 && width != 64 {
@@ -250,8 +252,19 @@ func rangeBlock(r *pb.Range, n uint64) (*Block, error) {
 	if err != nil || size > maxSynthesizedBytes {
 		return nil, corruptf("range: %d values is too many", n)
 	}
+	start, step := r.GetStart(), r.GetStep()
+	if n > 0 {
+		limit := uint64(1<<32 - 1)
+		if width == 64 {
+			limit = ^uint64(0)
+		}
+		hi, span := bits.Mul64(step, n-1)
+		if hi != 0 || start > limit || span > limit-start {
+			return nil, corruptf("range: %d + %d*%d overflows %d bits", start, step, n-1, width)
+		}
+	}
 	data := make([]byte, size)
-	v, step := r.GetStart(), r.GetStep()
+	v := start
 	if width == 32 {
 		for i := uint64(0); i < n; i++ {
 			binary.LittleEndian.PutUint32(data[4*i:], uint32(v))
@@ -266,24 +279,35 @@ func rangeBlock(r *pb.Range, n uint64) (*Block, error) {
 	return &Block{N: n, BitsPerValue: width, Data: data}, nil
 }
 
-// delta rebuilds n values from the base and the n-1 decoded differences (any of 8, 16, 32
-// or 64 bits wide), with wrapping arithmetic at the output width.
+// delta rebuilds n >= 2 non-decreasing 32- or 64-bit values from the base and the n-1
+// decoded differences (of the same width); a sum that overflows the width is corrupt, as
+// in Lance.
 func delta(dl *pb.Delta, deltas *Block, n uint64) (*Block, error) {
 	width := dl.GetUncompressedBitsPerValue()
 	if width != 32 && width != 64 {
 		return nil, corruptf("delta of %d-bit values", width)
 	}
-	dw, ok := byteWidth(deltas.BitsPerValue)
-	if !ok || deltas.N != n-1 || uint64(len(deltas.Data)) < (n-1)*uint64(dw) {
-		return nil, corruptf("delta: differences are not %d fixed-width integers", n-1)
+	if deltas.BitsPerValue != width || deltas.N != n-1 || uint64(len(deltas.Data)) < (n-1)*(width/8) {
+		return nil, corruptf("delta: differences are not %d values of %d bits", n-1, width)
 	}
-	ow := int(width / 8)
-	data := make([]byte, n*uint64(ow))
+	limit := uint64(1<<32 - 1)
+	if width == 64 {
+		limit = ^uint64(0)
+	}
+	w := int(width / 8)
+	data := make([]byte, n*uint64(w))
 	v := dl.GetBase()
-	putUint(data, ow, v)
+	if v > limit {
+		return nil, corruptf("delta base %d exceeds %d bits", v, width)
+	}
+	putUint(data, w, v)
 	for i := uint64(1); i < n; i++ {
-		v += readUint(deltas.Data[(i-1)*uint64(dw):], dw)
-		putUint(data[i*uint64(ow):], ow, v)
+		d := readUint(deltas.Data[(i-1)*uint64(w):], w)
+		if d > limit-v {
+			return nil, corruptf("delta: sum overflows %d bits at value %d", width, i)
+		}
+		v += d
+		putUint(data[i*uint64(w):], w, v)
 	}
 	return &Block{N: n, BitsPerValue: width, Data: data}, nil
 }
