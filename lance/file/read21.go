@@ -268,7 +268,7 @@ func (d *field21Decoder) build(node *schema.Field, t int) (arrow.ArrayData, erro
 func (l *leaf21) appendRange(ctx context.Context, start, end uint64) error {
 	before := l.levels.layers[l.depth-1].n
 	err := l.pages.each(ctx, start, end, func(p *pageInfo, idx int, bufs [][]byte, a, b int) error {
-		return l.readPage(p, idx, bufs, a, b)
+		return l.readPage(ctx, p, idx, bufs, a, b)
 	})
 	if err != nil {
 		return err
@@ -292,22 +292,11 @@ func (l *leaf21) parsedPage(p *pageInfo, idx int, bufs [][]byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var v any
-	switch x := lay.GetLayout().(type) {
-	case *pb21.PageLayout_MiniBlockLayout:
-		v, err = parseMiniPage(x.MiniBlockLayout, l.shape, bufs, p.rows)
-	case *pb21.PageLayout_FullZipLayout:
-		v, err = parseZipPage(x.FullZipLayout, l.shape, bufs, p.rows)
-	case *pb21.PageLayout_ConstantLayout:
-		v, err = parseConstPage(x.ConstantLayout, l.shape, bufs, p.rows)
-	case *pb21.PageLayout_BlobLayout:
-		err = fmt.Errorf("%w: blob layout (blob columns are not read)", ErrUnsupportedEncoding)
-	case *pb21.PageLayout_SparseLayout:
-		err = fmt.Errorf("%w: sparse layout (file format 2.3)", ErrUnsupportedEncoding)
-	default:
-		err = corruptf(p.off, "page without a layout")
-	}
+	v, err := parseLayout21(lay, l.shape, bufs, p.rows, 0)
 	if err != nil {
+		if _, ok := err.(*CorruptionError); ok && err.(*CorruptionError).Offset < 0 {
+			err.(*CorruptionError).Offset = p.off
+		}
 		return nil, err
 	}
 	l.pages.parsed = v
@@ -315,11 +304,35 @@ func (l *leaf21) parsedPage(p *pageInfo, idx int, bufs [][]byte) (any, error) {
 	return v, nil
 }
 
-func (l *leaf21) readPage(p *pageInfo, idx int, bufs [][]byte, a, b int) error {
+// parseLayout21 parses a page of the given layout (depth counts blob wrappers).
+func parseLayout21(lay *pb21.PageLayout, shape []bool, bufs [][]byte, rows uint64, depth int) (any, error) {
+	switch x := lay.GetLayout().(type) {
+	case *pb21.PageLayout_MiniBlockLayout:
+		return parseMiniPage(x.MiniBlockLayout, shape, bufs, rows)
+	case *pb21.PageLayout_FullZipLayout:
+		return parseZipPage(x.FullZipLayout, shape, bufs, rows)
+	case *pb21.PageLayout_ConstantLayout:
+		return parseConstPage(x.ConstantLayout, shape, bufs, rows)
+	case *pb21.PageLayout_BlobLayout:
+		if depth > 0 {
+			return nil, corruptf(-1, "blob layout inside a blob layout")
+		}
+		return parseBlobPage(x.BlobLayout, shape, bufs, rows)
+	case *pb21.PageLayout_SparseLayout:
+		return nil, fmt.Errorf("%w: sparse layout (file format 2.3)", ErrUnsupportedEncoding)
+	}
+	return nil, corruptf(-1, "page without a layout")
+}
+
+func (l *leaf21) readPage(ctx context.Context, p *pageInfo, idx int, bufs [][]byte, a, b int) error {
 	v, err := l.parsedPage(p, idx, bufs)
 	if err != nil {
 		return err
 	}
+	return l.readParsed(ctx, v, idx, bufs, a, b)
+}
+
+func (l *leaf21) readParsed(ctx context.Context, v any, idx int, bufs [][]byte, a, b int) error {
 	switch pg := v.(type) {
 	case *miniPage:
 		return l.readMini(pg, idx, bufs[1], a, b)
@@ -327,6 +340,8 @@ func (l *leaf21) readPage(p *pageInfo, idx int, bufs [][]byte, a, b int) error {
 		return l.readZip(pg, a, b)
 	case *constPage:
 		return l.readConst(pg, a, b)
+	case *blobPage:
+		return l.readBlob(ctx, pg, idx, bufs, a, b)
 	}
 	return corruptf(-1, "unexpected parsed page %T", v)
 }

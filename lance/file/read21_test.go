@@ -234,6 +234,8 @@ func layoutsOf(t testing.TB, r *Reader, id int32) map[string]bool {
 			out["full_zip"] = true
 		case *pb21.PageLayout_ConstantLayout:
 			out["constant"] = true
+		case *pb21.PageLayout_BlobLayout:
+			out["blob"] = true
 		}
 	}
 	return out
@@ -349,6 +351,9 @@ func checkLayouts21(t *testing.T, name, version string, tb *table21) {
 			has(leaf(f), "full_zip")
 		}
 		has(leaf("llong", "item"), "full_zip")
+		if version == "2.1" {
+			has(leaf("blobcol"), "blob")
+		}
 		has(leaf("lvec", "item"), "full_zip")
 	case "multipage":
 		if np := r.NumPages(leaf("tokens", "item")); np < 3 {

@@ -191,6 +191,17 @@ func TestRead21StructuralDamageIsCorrupt(t *testing.T) {
 			o, _ := buf(p, 0)
 			d[o] = 0x7F // definition level beyond the layers'
 		}},
+		{"blob position", "fullzip21", []string{"blobcol"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			// First chunk: 2-byte level count, 2-byte buffer size, padding to 8, then
+			// row 0's {position, size}.
+			binary.LittleEndian.PutUint64(d[o+8:], 1<<40)
+		}},
+		{"null blob levels", "fullzip21", []string{"blobcol"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			binary.LittleEndian.PutUint64(d[o+8:], 7<<16) // definition level 7 of 1
+			binary.LittleEndian.PutUint64(d[o+16:], 0)
+		}},
 		{"constant page levels", "nested21", []string{"allnull_list", "item"}, func(d []byte, p *pageInfo) {
 			o, _ := buf(p, 0)
 			binary.LittleEndian.PutUint16(d[o:], 0) // the first level no longer starts a row
@@ -215,7 +226,9 @@ func TestRead21UnsupportedLayoutsAreNamed(t *testing.T) {
 		name   string
 	}{
 		{&pb21.PageLayout{Layout: &pb21.PageLayout_SparseLayout{SparseLayout: &pb21.SparseLayout{}}}, "sparse layout"},
-		{&pb21.PageLayout{Layout: &pb21.PageLayout_BlobLayout{BlobLayout: &pb21.BlobLayout{}}}, "blob layout"},
+		{&pb21.PageLayout{Layout: &pb21.PageLayout_BlobLayout{BlobLayout: &pb21.BlobLayout{
+			InnerLayout: &pb21.PageLayout{Layout: &pb21.PageLayout_SparseLayout{SparseLayout: &pb21.SparseLayout{}}},
+			Layers:      []pb21.RepDefLayer{pb21.RepDefLayer_REPDEF_ALL_VALID_ITEM}}}}, "sparse layout"},
 		{&pb21.PageLayout{Layout: &pb21.PageLayout_MiniBlockLayout{MiniBlockLayout: &pb21.MiniBlockLayout{
 			ValueCompression: &pb21.CompressiveEncoding{Compression: &pb21.CompressiveEncoding_InlineBitpacking{
 				InlineBitpacking: &pb21.InlineBitpacking{UncompressedBitsPerValue: 128}}},

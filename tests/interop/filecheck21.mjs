@@ -262,7 +262,7 @@ function packedvarTable(n) {
 }
 
 // fullzip: values of 256 bytes and more (Lance's full-zip layout).
-function fullzipTable(n) {
+function fullzipTable(n, version) {
   const r = rng(5);
   const fields = [
     F("id", new arrow.Int32(), false),
@@ -273,10 +273,13 @@ function fullzipTable(n) {
     F("vec", new arrow.FixedSizeList(128, item(new arrow.Float32())), false),
     F("nvec", new arrow.FixedSizeList(64, item(new arrow.Float32()))),
     F("lvec", new arrow.List(item(new arrow.FixedSizeList(64, item(new arrow.Float32()))))),
+    // Legacy blob columns: 2.1 only (2.2 has blob v2).
+    ...(version === "2.1" ? [F("blobcol", new arrow.LargeBinary(), true, { "lance-encoding:blob": "true" })] : []),
   ];
   const c = Object.fromEntries(fields.map((f) => [f.name, []]));
   for (let i = 0; i < n; i++) {
     c.id.push(i);
+    if (c.blobcol) c.blobcol.push(i % 7 === 3 ? null : Uint8Array.from({ length: i % 5 === 1 ? 0 : 100 + ((i * 37) % 3000) }, (_, k) => (i * 17 + k) % 251));
     c.long.push(i % 4 === 1 ? null : `${i}:` + "lorem ipsum dolor ".repeat(18 + (i % 40)));
     c.nn_long.push(`row ${i} ` + "x".repeat(300 + ((i * 97) % 700)));
     c.blob.push(i % 5 === 2 ? null : Uint8Array.from({ length: 260 + (i % 50) }, (_, k) => (i * 31 + k * 7) % 256));
@@ -347,7 +350,7 @@ function rolloutBatch(start, n, r) {
 const tables = {
   prims: () => primsTable(3000),
   nested: () => nestedTable(2000),
-  fullzip: () => fullzipTable(200),
+  fullzip: (v) => fullzipTable(200, v),
   multipage: () => multipageTable(12000),
   biglists: () => biglistsTable(40),
   packedvar: () => packedvarTable(1500),
@@ -452,6 +455,24 @@ function dumpTable(tbl) {
   return rows;
 }
 
+// blobValues replaces, in the rows LanceDB read, the descriptions LanceDB returns for a
+// blob column ({position, size}) by the values written, once every description's size
+// has been checked against them: lance/file returns the values.
+function blobValues(data, rows) {
+  for (const f of data.schema.fields) {
+    if (f.metadata.get("lance-encoding:blob") !== "true") continue;
+    const col = data.getChild(f.name);
+    rows.forEach((row, i) => {
+      const v = col.get(i);
+      const d = row[f.name];
+      if ((v === null) !== (d === null) || (v !== null && Number(d.size) !== v.length)) {
+        throw new Error(`blob ${f.name} row ${i}: LanceDB describes ${JSON.stringify(d)}, wrote ${v === null ? null : v.length} bytes`);
+      }
+      row[f.name] = v === null ? null : b64(v);
+    });
+  }
+}
+
 async function main() {
   const [mode, dir, version, ...names] = process.argv.slice(2);
   const db = await lancedb.connect(dir);
@@ -463,7 +484,7 @@ async function main() {
     const all = Object.keys(tables).filter((n) => version === "2.2" || n !== "packedvar");
     for (const name of names.length ? names : all) {
       if (!tables[name]) throw new Error(`unknown table ${name}`);
-      const data = tables[name]();
+      const data = tables[name](version);
       const t = await db.createTable(name, data, opts);
       const select = data.schema.fields.map((f) => [f.name, f.name]);
       if (name === "nested") {
@@ -474,6 +495,7 @@ async function main() {
       }
       const back = await t.query().select(Object.fromEntries(select)).toArrow();
       out[name] = { rows: dumpTable(back) };
+      blobValues(data, out[name].rows);
     }
     process.stdout.write(JSON.stringify(out));
   } else if (mode === "rollout") {
@@ -504,9 +526,10 @@ async function main() {
     for (const v of ["2.1", "2.2"]) {
       const opts = { mode: "overwrite", storageOptions: { new_table_data_storage_version: v } };
       const tag = v.replace(".", "");
-      for (const [name, data] of [["prims", primsTable(40)], ["nested", nestedTable(30)], ["fullzip", fullzipTable(6)]]) {
+      for (const [name, data] of [["prims", primsTable(40)], ["nested", nestedTable(30)], ["fullzip", fullzipTable(6, v)]]) {
         const t = await db.createTable(`${name}${tag}`, data, opts);
         out[`${name}${tag}`] = { rows: dumpTable(await t.query().toArrow()) };
+        blobValues(data, out[`${name}${tag}`].rows);
       }
     }
     process.stdout.write(JSON.stringify(out));
