@@ -63,20 +63,23 @@
 //     word of repetition and definition bits and the value (a u32/u64 length first when
 //     variable), with a byte-packed repetition index locating every row;
 //   - constant: all-null pages (no buffers, or u16 or compressed levels) and 2.2's
-//     constant pages (inline value or scalar value buffer).
+//     constant pages (inline value or scalar value buffer);
+//   - blob (2.1 fields with lance-encoding:blob): descriptions {position, size} in an
+//     inner layout, the values anywhere in the file. LanceDB's queries return the
+//     descriptions; Read and Take return the values (large_binary, as the schema says),
+//     fetching every run of adjacent blobs with one read.
 //
 // The values are decompressed by package compress (bitpacking, FSST, dictionary, RLE,
 // byte-stream-split, zstd/lz4, packed structs...); plain values are read in place. The
-// blob layout and the 2.3 sparse layout are rejected with ErrUnsupportedEncoding naming
-// them, as is anything package compress does not decode; footer versions 2.3 and later
-// fail with ErrUnsupportedVersion.
+// 2.3 sparse layout, blobs inside lists and anything package compress does not decode
+// are rejected with ErrUnsupportedEncoding naming them.
 //
 // # Errors
 //
-// Other footer versions (2.3+, legacy 0.1/0.2) fail with ErrUnsupportedVersion;
-// malformed input fails with ErrCorrupt (usually a *CorruptionError carrying the
-// offset), never a panic, and every length or offset is checked against the file size
-// before it is used. In 2.1+ files the structures that locate values (chunk metadata and
+// Footer versions other than 2.0, 2.1 and 2.2 (2.3+, legacy 0.1/0.2) fail with
+// ErrUnsupportedVersion; malformed input fails with ErrCorrupt (usually a
+// *CorruptionError carrying the offset), never a panic, and every length or offset is
+// checked against the file size before it is used. In 2.1+ files the structures that locate values (chunk metadata and
 // headers, repetition indexes, control words, levels) are cross-checked, so damage there
 // is an error rather than wrong values.
 //
