@@ -43,6 +43,8 @@ func TestCorruptInput(t *testing.T) {
 		{"variable offsets decrease", encVariable(32), miniBlock, [][]byte{le(32, 12, 14, 13, 0)}, 2, ErrCorrupt},
 		{"variable first offset past end", encVariable(64), miniBlock, [][]byte{le(64, 99, 99)}, 1, ErrCorrupt},
 		{"variable 16-bit offsets", encVariable(16), miniBlock, [][]byte{le(16, 4, 4)}, 1, ErrCorrupt},
+		{"variable ragged chunk", encVariable(32), miniBlock, [][]byte{append(le(32, 8, 9), 'x')}, 1, ErrCorrupt},
+		{"variable bytes inside offsets", encVariable(32), miniBlock, [][]byte{le(32, 4, 8, 0)}, 1, ErrCorrupt},
 		{"variable block too short", encVariable(32), buffer, [][]byte{{32, 0}}, 1, ErrCorrupt},
 		{"variable block bad width", encVariable(32), buffer, [][]byte{le(32, 16, 8)}, 1, ErrCorrupt},
 		{"variable block start past end", encVariable(32), buffer, [][]byte{le(32, 32, 1000, 0, 0)}, 1, ErrCorrupt},

@@ -151,11 +151,7 @@ func (d *Decoder) miniBlock(enc *pb.CompressiveEncoding, bufs [][]byte, n uint64
 	case *pb.CompressiveEncoding_FixedSizeList:
 		return fslMiniBlock(c.FixedSizeList, bufs, n)
 	case *pb.CompressiveEncoding_Variable:
-		buf, err := oneBuffer(bufs, "variable")
-		if err != nil {
-			return nil, err
-		}
-		return variableChunk(c.Variable, buf, n)
+		return d.variableChunk(c.Variable, bufs, n)
 	case *pb.CompressiveEncoding_InlineBitpacking:
 		buf, err := oneBuffer(bufs, "inline_bitpacking")
 		if err != nil {

@@ -49,6 +49,45 @@ func TestVariableChunk(t *testing.T) {
 	}
 }
 
+// TestVariableChunkEncodedOffsets covers the newer variable chunks whose offsets have
+// their own block encoding: [encoded offsets][values], offsets starting at 0.
+func TestVariableChunkEncodedOffsets(t *testing.T) {
+	vals := []string{"ab", "", "cde", "f"}
+	var data []byte
+	offs := []uint64{0}
+	for _, v := range vals {
+		data = append(data, v...)
+		offs = append(offs, uint64(len(data)))
+	}
+	withOffsets := func(offsets *pb.CompressiveEncoding) *pb.CompressiveEncoding {
+		return &pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_Variable{Variable: &pb.Variable{Offsets: offsets}}}
+	}
+	// Bitpacked offsets.
+	b := must(t)(MiniBlock(withOffsets(encInline(32)), [][]byte{inlineChunkBytes(32, 3, offs), data}, 4))
+	equalStrings(t, blockStrings(t, b), vals)
+	// Metadata-only offsets (every value 3 bytes): no offsets buffer.
+	b = must(t)(MiniBlock(withOffsets(encDelta(64, 0, encRange(64, 3, 0))), [][]byte{[]byte("abcdefghi")}, 3))
+	equalStrings(t, blockStrings(t, b), []string{"abc", "def", "ghi"})
+	// The offsets must start at 0 and end at the values' size.
+	bad := []struct {
+		name string
+		offs []uint64
+		data []byte
+	}{
+		{"first offset not 0", []uint64{1, 2, 3, 4, 5}, data},
+		{"last offset short", offs, append(data, 'x')},
+		{"offsets decrease", []uint64{0, 2, 1, 5, 6}, data},
+	}
+	for _, c := range bad {
+		if _, err := MiniBlock(withOffsets(encInline(32)), [][]byte{inlineChunkBytes(32, 4, c.offs), c.data}, 4); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	if _, err := MiniBlock(withOffsets(encInline(32)), [][]byte{data}, 4); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("missing offsets buffer: %v", err)
+	}
+}
+
 func TestVariableBlockDictionaryLayout(t *testing.T) {
 	// The dictionary layout of lance-format.md: [u32 32][u32 data_start][offsets][bytes].
 	words := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", ""}

@@ -61,6 +61,8 @@ func miniBlockSeeds(tb testing.TB) []fuzzCase {
 		{encFlat(1), [][]byte{{0xa5, 0x06}}, 11},
 		{encVariable(32), [][]byte{variableChunkBytes(32, "str0", "", "str2")}, 3},
 		{encVariable(64), [][]byte{variableChunkBytes(64, "a", "bc")}, 2},
+		{&pb.CompressiveEncoding{Compression: &pb.CompressiveEncoding_Variable{Variable: &pb.Variable{Offsets: encInline(32)}}},
+			[][]byte{inlineChunkBytes(32, 3, []uint64{0, 2, 2, 5}), []byte("abcde")}, 3},
 		{encInline(32), [][]byte{inlineChunkBytes(32, 6, vals)}, 700},
 		{encInline(8), [][]byte{inlineChunkBytes(8, 3, vals[:20])}, 20},
 		{encInline(64), [][]byte{inlineChunkBytes(64, 0, nil)}, 9},

@@ -25,16 +25,30 @@ func variableOffsetWidth(v *pb.Variable) (int, error) {
 	return 0, corruptf("variable offsets of %d bits", f.GetBitsPerValue())
 }
 
-// variableChunk decodes the single buffer of a variable mini-block chunk: n+1 offsets of
-// 32 or 64 bits measured from the start of the buffer (the first one is where the bytes
-// begin), then the bytes, then padding. The bytes are returned without a copy.
-func variableChunk(v *pb.Variable, buf []byte, n uint64) (*Block, error) {
+// variableChunk decodes the value buffers of a variable mini-block chunk. With flat
+// offsets (what Lance 8 writes) the chunk is one buffer: n+1 offsets of 32 or 64 bits
+// measured from the start of the buffer (the first one is where the bytes begin), then
+// the bytes, then padding to the offset width. Newer writers may compress the offsets
+// with any block encoding; the chunk then holds the encoded offsets (unless their encoding
+// needs no payload, e.g. range) and a buffer of exactly the values' bytes, and the offsets
+// start at 0. The bytes are returned without a copy.
+func (d *Decoder) variableChunk(v *pb.Variable, bufs [][]byte, n uint64) (*Block, error) {
 	if v.GetValues() != nil {
 		return nil, unsupportedf("compressed variable bytes in a mini-block chunk")
+	}
+	if v.GetOffsets().GetFlat() == nil && v.GetOffsets() != nil {
+		return d.variableChunkEncodedOffsets(v.GetOffsets(), bufs, n)
+	}
+	buf, err := oneBuffer(bufs, "variable")
+	if err != nil {
+		return nil, err
 	}
 	w, err := variableOffsetWidth(v)
 	if err != nil {
 		return nil, err
+	}
+	if len(buf)%w != 0 {
+		return nil, corruptf("variable chunk of %d bytes is not a multiple of its %d-byte offsets", len(buf), w)
 	}
 	if n >= uint64(len(buf))/uint64(w) {
 		return nil, corruptf("variable chunk: %d values need %d offsets, have %d bytes", n, n+1, len(buf))
@@ -65,10 +79,68 @@ func variableChunk(v *pb.Variable, buf []byte, n uint64) (*Block, error) {
 			prev = o
 		}
 	}
+	if first < (n+1)*uint64(w) {
+		return nil, corruptf("variable chunk: bytes start at %d, inside the %d offsets", first, n+1)
+	}
 	if prev > size {
 		return nil, corruptf("variable chunk: offset %d beyond %d bytes", prev, size)
 	}
 	return &Block{N: n, Data: buf[first:prev], Offsets: offsets}, nil
+}
+
+// variableChunkEncodedOffsets decodes a variable chunk whose offsets have their own block
+// encoding (see variableChunk).
+func (d *Decoder) variableChunkEncodedOffsets(enc *pb.CompressiveEncoding, bufs [][]byte, n uint64) (*Block, error) {
+	want := 1
+	if hasPayload(enc) {
+		want = 2
+	}
+	if len(bufs) != want {
+		return nil, corruptf("variable chunk with %s offsets has %d buffers, want %d", encodingName(enc), len(bufs), want)
+	}
+	var payload []byte
+	if want == 2 {
+		payload = bufs[0]
+	}
+	values := bufs[want-1]
+	offs, err := d.block(enc, payload, n+1)
+	if err != nil {
+		return nil, err
+	}
+	if offs.BitsPerValue != 32 && offs.BitsPerValue != 64 || offs.Offsets != nil || offs.N != n+1 {
+		return nil, corruptf("variable chunk: offsets decoded to %d values of %d bits", offs.N, offs.BitsPerValue)
+	}
+	w := int(offs.BitsPerValue / 8)
+	offsets := make([]uint64, n+1)
+	limit := uint64(1<<31 - 1)
+	if w == 8 {
+		limit = 1<<63 - 1
+	}
+	var prev uint64
+	for i := range offsets {
+		o := readUint(offs.Data[i*w:], w)
+		if (i == 0 && o != 0) || o < prev || o > limit {
+			return nil, corruptf("variable chunk: offset %d at position %d", o, i)
+		}
+		offsets[i] = o
+		prev = o
+	}
+	if prev != uint64(len(values)) {
+		return nil, corruptf("variable chunk: last offset %d, values are %d bytes", prev, len(values))
+	}
+	return &Block{N: n, Data: values, Offsets: offsets}, nil
+}
+
+// hasPayload reports whether an encoding stores a buffer (range and constant are
+// metadata only; delta has one when its differences do).
+func hasPayload(enc *pb.CompressiveEncoding) bool {
+	switch c := enc.GetCompression().(type) {
+	case *pb.CompressiveEncoding_Range, *pb.CompressiveEncoding_Constant:
+		return false
+	case *pb.CompressiveEncoding_Delta:
+		return hasPayload(c.Delta.GetDeltas())
+	}
+	return true
 }
 
 // variableBlock decodes variable-width values stored as one buffer (a mini-block page's
