@@ -20,6 +20,8 @@ package compress
 //     packed one by the buffer length, and inline bitpacking checks the length exactly.
 //   - Block.Data, Offsets and Validity may alias the input buffers (flat values and
 //     variable bytes are returned without copying); do not modify them.
+//   - Range and delta decode only through Buffer: Lance refuses them in mini-block and
+//     full-zip positions, and so does this package (ErrUnsupported).
 
 import (
 	"errors"
