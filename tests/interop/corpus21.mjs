@@ -30,8 +30,9 @@
 // The canonical row encoding is internal/arrowjson's (see its doc.go), extended to the types it
 // does not cover, identically in lance/corpus21_test.go:
 //   float16 -> number (like float32/64); date64, time64, duration -> decimal string (count of the
-//   unit); time32 -> number; decimal128 -> decimal string of the unscaled integer;
-//   fixed_size_binary -> base64; large_list -> array.
+//   unit); time32 -> number; decimal128/256 -> decimal string of the unscaled integer;
+//   fixed_size_binary -> base64; large_list -> array; map -> array of its entry structs;
+//   the null type -> null.
 // apache-arrow JS 18 has no LargeList, so large_list columns are made by LanceDB itself
 // (addColumns with arrow_cast) and read back cast to List; their type string is fixed up.
 
@@ -161,6 +162,46 @@ const scalarTypes = {
     edge: ["red", "", "green", "blue", "ünï"],
     gen: (r) => ["red", "green", "blue", "cyan", "magenta", ""][int(r, 0, 5)],
   },
+  dict_int8: {
+    type: () => new arrow.Dictionary(new arrow.Utf8(), new arrow.Int8()),
+    edge: ["", "x"],
+    gen: (r) => ["alpha", "beta", "gamma"][int(r, 0, 2)],
+  },
+  dict_uint16: {
+    type: () => new arrow.Dictionary(new arrow.Utf8(), new arrow.Uint16()),
+    edge: ["only"],
+    gen: (r) => `v${int(r, 0, 300)}`,
+  },
+  dict_large_utf8: {
+    type: () => new arrow.Dictionary(new arrow.LargeUtf8(), new arrow.Int32()),
+    edge: ["", "ü"],
+    gen: (r) => ["north", "south", "east", "west"][int(r, 0, 3)],
+  },
+  dict_binary: {
+    type: () => new arrow.Dictionary(new arrow.Binary(), new arrow.Int32()),
+    edge: [new Uint8Array(0), Uint8Array.of(0, 255)],
+    gen: (r) => [Uint8Array.of(1), Uint8Array.of(2, 2), Uint8Array.of(3, 3, 3)][int(r, 0, 2)],
+  },
+  decimal256: {
+    type: () => new arrow.Decimal(2, 40, 256),
+    edge: [0n, 10n ** 40n - 1n, -(10n ** 40n - 1n), -1n],
+    gen: (r) => BigInt.asIntN(64, big64(r)) * BigInt.asIntN(64, big64(r)),
+  },
+  fsl_i8x16: {
+    type: () => new arrow.FixedSizeList(16, item(new arrow.Int8())),
+    edge: [new Array(16).fill(-128), new Array(16).fill(127)],
+    gen: (r) => Array.from({ length: 16 }, () => int(r, -128, 127)),
+  },
+  fsl_f16x4: {
+    type: () => new arrow.FixedSizeList(4, item(new arrow.Float16())),
+    edge: [[0x3c00, 0x8000, 0x7c00, 0x0001].map(f16)],
+    gen: (r) => Array.from({ length: 4 }, () => f16(int(r, 0, 0x7bff))),
+  },
+  fsl_i64x2_notnull_items: {
+    type: () => new arrow.FixedSizeList(2, item(new arrow.Int64(), false)),
+    edge: [[I64_MIN, I64_MAX]],
+    gen: (r) => [BigInt.asIntN(64, big64(r)), BigInt(int(r, 0, 9))],
+  },
   fixed_size_binary: {
     type: () => new arrow.FixedSizeBinary(16),
     edge: [new Uint8Array(16), new Uint8Array(16).fill(255), Uint8Array.from({ length: 16 }, (_, k) => k)],
@@ -225,6 +266,8 @@ function zeroOf(type) {
       return Object.fromEntries(type.children.map((c) => [c.name, c.nullable ? null : zeroOf(c.type)]));
     case T.Dictionary:
       return zeroOf(type.dictionary);
+    case T.Map:
+      return [];
   }
   throw new Error(`zeroOf: type ${type}`);
 }
@@ -289,13 +332,27 @@ function buildData(type, nullable, values) {
       return arrow.makeData({ ...base, data: bits });
     }
     case T.Decimal: {
-      const a = new Uint32Array(n * 4);
+      const words = type.bitWidth / 32;
+      const a = new Uint32Array(n * words);
       vals.forEach((v, i) => {
         if (v === null) return;
-        let u = BigInt.asUintN(128, v);
-        for (let k = 0; k < 4; k++, u >>= 32n) a[i * 4 + k] = Number(u & 0xffffffffn);
+        let u = BigInt.asUintN(type.bitWidth, v);
+        for (let k = 0; k < words; k++, u >>= 32n) a[i * words + k] = Number(u & 0xffffffffn);
       });
       return arrow.makeData({ ...base, data: a });
+    }
+    case T.Null:
+      return arrow.makeData({ type, length: n, nullCount: n });
+    case T.Map: {
+      // values: arrays of [key, value] pairs
+      const entries = type.children[0];
+      const offsets = new Int32Array(n + 1);
+      const flat = [];
+      vals.forEach((v, i) => {
+        if (v !== null) for (const [k, x] of v) flat.push({ [entries.type.children[0].name]: k, [entries.type.children[1].name]: x });
+        offsets[i + 1] = flat.length;
+      });
+      return arrow.makeData({ ...base, valueOffsets: offsets, child: buildData(entries.type, entries.nullable, flat) });
     }
     case T.FixedSizeBinary: {
       const a = new Uint8Array(n * type.byteWidth);
@@ -441,9 +498,17 @@ function encodeValue(data, i) {
     case T.Duration:
       return `"${data.values[i]}"`;
     case T.Decimal: {
+      const words = type.bitWidth / 32;
       let u = 0n;
-      for (let k = 3; k >= 0; k--) u = (u << 32n) | BigInt(data.values[i * 4 + k]);
+      for (let k = words - 1; k >= 0; k--) u = (u << 32n) | BigInt(data.values[i * words + k]);
       return `"${BigInt.asIntN(type.bitWidth, u)}"`;
+    }
+    case T.Map: {
+      // a map is its list of entry structs
+      const child = data.children[0];
+      const parts = [];
+      for (let j = data.valueOffsets[i]; j < data.valueOffsets[i + 1]; j++) parts.push(encodeValue(child, j));
+      return `[${parts.join(",")}]`;
     }
     case T.List: {
       const child = data.children[0];
@@ -510,6 +575,10 @@ function typeString(t) {
       return `struct<${t.children.map(fieldString).join(", ")}>`;
     case T.Dictionary:
       return `dictionary<${typeString(t.indices)}, ${typeString(t.dictionary)}>`;
+    case T.Map:
+      return `map<${fieldString(t.children[0])}${t.keysSorted ? ", keys_sorted" : ""}>`;
+    case T.Null:
+      return "null";
   }
   throw new Error(`typeString: type ${t}`);
 }
@@ -589,10 +658,10 @@ for (const [tname, spec] of Object.entries(scalarTypes)) {
 const families = {
   ints: ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"],
   floats_bool: ["float16", "float32", "float64", "bool"],
-  strings: ["utf8", "large_utf8", "binary", "large_binary", "dict", "fixed_size_binary"],
+  strings: ["utf8", "large_utf8", "binary", "large_binary", "dict", "dict_int8", "dict_large_utf8", "fixed_size_binary"],
   temporal: Object.keys(scalarTypes).filter((t) => /^(date|time|timestamp|duration)/.test(t)),
-  decimals: ["decimal128", "decimal128_38"],
-  vectors: ["fsl_f32x8", "fsl_f32x128"],
+  decimals: ["decimal128", "decimal128_38", "decimal256"],
+  vectors: ["fsl_f32x8", "fsl_f32x128", "fsl_i8x16", "fsl_f16x4"],
 };
 for (const [fam, tnames] of Object.entries(families)) {
   const batchRows = { vectors: 800, temporal: 2000, ints: 3000, strings: 3000 }[fam] || 4000;
@@ -609,7 +678,7 @@ for (const [fam, tnames] of Object.entries(families)) {
       batchRows,
       projectAllBut: ["ballast"],
       pages: 3,
-      singlePage: fam === "decimals" ? ["decimal128_some", "decimal128_38_some"] : undefined,
+      singlePage: fam === "decimals" ? ["decimal128_some", "decimal128_38_some", "decimal256_some"] : undefined,
     });
   }
 }
@@ -691,6 +760,44 @@ add({
   pages: 3,
   projectAllBut: ["ballast"],
 });
+
+add({
+  name: "type_null",
+  about: "the null type (every value null) next to an int32",
+  columns: () => [col(F("id", new arrow.Int32(), false), [0, 1, 2, 3, 4]), col(F("n", new arrow.Null()), new Array(5).fill(null))],
+});
+add({
+  name: "empty",
+  about: "a table created with a schema and no rows",
+  columns: () => [col(F("id", new arrow.Int64(), false), []), col(F("s", new arrow.Utf8()), []), col(F("l", new arrow.List(item(new arrow.Int32()))), [])],
+});
+add({
+  name: "nested_fsl",
+  about: "fixed_size_list<fixed_size_list<int32, 2>, 3>",
+  columns: () => [
+    col(
+      F("ff", new arrow.FixedSizeList(3, item(new arrow.FixedSizeList(2, item(new arrow.Int32()))))),
+      Array.from({ length: 20 }, (_, i) => (i % 5 === 2 ? null : Array.from({ length: 3 }, (_, k) => (k === 1 && i % 3 === 0 ? null : [i, k === 2 && i % 4 === 1 ? null : -i])))),
+    ),
+  ],
+});
+// Map needs storage version 2.2 (LanceDB 0.31 refuses it in 2.1).
+function mapColumns(n, seed) {
+  const r = rng(seed);
+  const entries = (kt, vt) => new arrow.Field("entries", new arrow.Struct([F("key", kt, false), F("value", vt)]), false);
+  return [
+    col(
+      F("m", new arrow.Map_(entries(new arrow.Utf8(), new arrow.Int32()))),
+      Array.from({ length: n }, (_, i) => (i % 7 === 3 ? null : i % 5 === 1 ? [] : Array.from({ length: int(r, 1, 4) }, (_, k) => [`k${k}`, r() < 0.2 ? null : i * 10 + k]))),
+    ),
+    col(
+      F("m_nn", new arrow.Map_(entries(new arrow.Int64(), new arrow.Utf8())), false),
+      Array.from({ length: n }, (_, i) => Array.from({ length: i % 3 }, (_, k) => [BigInt(i * 3 + k), sentence(r, int(r, 0, 2))])),
+    ),
+  ];
+}
+add({ name: "v22_map", storage: "2.2", about: "map<utf8, int32> and map<int64, utf8> (2.2 only), 30 rows", columns: () => mapColumns(30, 61) });
+add({ name: "v22_map_pages", storage: "2.2", about: "maps, 3 pages of 3000 rows", columns: () => [...mapColumns(9000, 62), ballast(9000, 3000)], batchRows: 3000, projectAllBut: ["ballast"], pages: 3 });
 
 // large_list: apache-arrow JS cannot build one, so LanceDB computes it (a second data file in the
 // fragment); the compacted variant has it in the fragment's only data file.
@@ -1115,7 +1222,10 @@ async function generateCase(db, dir, c) {
   const back = await tbl.query().select(select).withRowId().toArrow();
   if (back.numRows !== n) throw new Error(`LanceDB read ${back.numRows} rows, wrote ${n}`);
 
-  const schemaFields = back.schema.fields.filter((f) => f.name !== "_rowid");
+  // An empty result carries no schema: take the table's.
+  const schemaFields = back.batches.length
+    ? back.schema.fields.filter((f) => f.name !== "_rowid")
+    : (await tbl.schema()).fields.filter((f) => Object.hasOwn(select, f.name));
   const columns = schemaFields.map((f) => (c.casts && c.casts[f.name] ? c.casts[f.name][1] : fieldString(f)));
   const rows = [];
   const selfCheck = !c.casts && schemaFields.every((f) => canonicalOnly(f.type));
