@@ -71,9 +71,10 @@ type corpus21Table struct {
 // types, small and multi-page, default settings, storage versions 2.1 and 2.2, each compression
 // asked for through field metadata, stable row ids, indexed tables), then every table is read
 // with package lance and must give exactly the rows LanceDB read back, by scan and by take.
-// Each table is a subtest with three parts: read (scan), take (scattered row positions) and
-// corpus (the data files use the encodings the case claims to exercise, so the corpus keeps
-// covering what it says). -short (and -race) generate the corpus without its largest tables.
+// Each table is a subtest with parts: read (scan), take (scattered row positions), project
+// (every second column in reverse order, for tables of two columns or more) and corpus (the
+// data files use the encodings the case claims to exercise, so the corpus keeps covering what
+// it says). -short (and -race) generate the corpus without its largest tables.
 func TestCorpus21(t *testing.T) {
 	dir, man := corpus21(t)
 	t.Logf("corpus: %d tables from LanceDB %s in %s (quick=%v)", len(man.Tables), man.LanceDB, dir, man.Quick)
@@ -89,6 +90,9 @@ func TestCorpus21(t *testing.T) {
 			path := filepath.Join(dir, tc.Path)
 			t.Run("read", func(t *testing.T) { corpus21Read(t, path, tc, expected) })
 			t.Run("take", func(t *testing.T) { corpus21Take(t, path, tc, expected) })
+			if cols := projection(tc); cols != nil {
+				t.Run("project", func(t *testing.T) { corpus21Project(t, path, tc, cols, expected) })
+			}
 			t.Run("corpus", func(t *testing.T) { corpus21Coverage(t, path, tc) })
 		})
 	}
@@ -239,6 +243,71 @@ func corpus21Read(t *testing.T, path string, tc corpus21Table, expected []string
 		t.Fatalf("scan: %v", err)
 	}
 	compareRows(t, "scan", got, expected, nil)
+}
+
+// projection picks every second compared column, last first (nil for a one-column table).
+func projection(tc corpus21Table) []string {
+	if len(tc.Columns) < 2 {
+		return nil
+	}
+	var cols []string
+	for i := len(tc.Columns) - 1; i >= 0; i -= 2 {
+		name, _, _ := strings.Cut(tc.Columns[i], ": ")
+		cols = append(cols, name)
+	}
+	return cols
+}
+
+// corpus21Project scans a subset of the columns in another order; the expected rows are
+// LanceDB's rows with their members picked and reordered as text.
+func corpus21Project(t *testing.T, path string, tc corpus21Table, cols, expected []string) {
+	ctx := t.Context()
+	ds, err := lance.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	batches, err := ds.Collect(ctx, lance.ScanOptions{Columns: cols})
+	if err != nil {
+		t.Fatalf("scan %v: %v", cols, err)
+	}
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	var got []string
+	for _, b := range batches {
+		rows, err := corpusRows(b)
+		if err != nil {
+			t.Fatalf("encode rows: %v", err)
+		}
+		got = append(got, rows...)
+	}
+	want := make([]string, len(expected))
+	for i, line := range expected {
+		keys, vals := splitObject(line)
+		if keys == nil {
+			t.Fatalf("expected row %d is not a JSON object", i)
+		}
+		var b strings.Builder
+		b.WriteByte('{')
+		for j, c := range cols {
+			k := slices.Index(keys, c)
+			if k < 0 {
+				t.Fatalf("expected row %d has no column %q", i, c)
+			}
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			key, _ := json.Marshal(c)
+			b.Write(key)
+			b.WriteByte(':')
+			b.WriteString(vals[k])
+		}
+		b.WriteByte('}')
+		want[i] = b.String()
+	}
+	compareRows(t, fmt.Sprintf("scan of %v", cols), got, want, nil)
 }
 
 // corpus21Take reads a scattered set of rows by row address, in shuffled order.
