@@ -148,6 +148,9 @@ func (s *levelSink) applyLevels(pr *pageRepDef, rep, def []uint16, n int) (int, 
 	if len(rep) < n || (def != nil && len(def) < n) {
 		return 0, corruptf(-1, "%d positions but %d repetition and %d definition levels", n, len(rep), len(def))
 	}
+	if len(pr.layers) == 2 {
+		return s.applyList(pr, rep[:n], def)
+	}
 	visible := 0
 	top := len(pr.layers) - 1
 	for i := 0; i < n; i++ {
@@ -178,6 +181,58 @@ func (s *levelSink) applyLevels(pr *pageRepDef, rep, def []uint16, n int) (int, 
 				cl.valid.appendOne(!li.nullable || d <= li.base || d == li.empty)
 			}
 			cl.n++
+		}
+	}
+	return visible, nil
+}
+
+// applyList is applyLevels for the most common nesting, a list of values (two layers,
+// the outer one a list): the general loop unrolled.
+func (s *levelSink) applyList(pr *pageRepDef, rep, def []uint16) (int, error) {
+	item, list := &s.layers[0], &s.layers[1]
+	li0, li1 := &pr.layers[0], &pr.layers[1]
+	if def == nil {
+		// Every position is a valid item; r == 1 starts a list.
+		for _, r := range rep {
+			if r > 1 {
+				return 0, corruptf(-1, "repetition level %d beyond the page's maximum 1", r)
+			}
+			if r == 1 {
+				if list.own {
+					list.offs = append(list.offs, int64(item.n))
+				}
+				list.n++
+			}
+			item.n++
+		}
+		if list.own {
+			list.valid.appendValid(list.n - list.valid.n)
+		}
+		if item.own {
+			item.valid.appendValid(item.n - item.valid.n)
+		}
+		return len(rep), nil
+	}
+	def = def[:len(rep)]
+	visible := 0
+	for i, r := range rep {
+		d := def[i]
+		if r > 1 || d > pr.maxDef {
+			return 0, corruptf(-1, "levels rep %d def %d beyond the page's maxima 1 and %d", r, d, pr.maxDef)
+		}
+		if r == 1 {
+			if list.own {
+				list.offs = append(list.offs, int64(item.n))
+				list.valid.appendOne(!li1.nullable || d <= li1.base || d == li1.empty)
+			}
+			list.n++
+		}
+		if d <= li0.reach {
+			if item.own {
+				item.valid.appendOne(!li0.nullable || d == 0)
+			}
+			item.n++
+			visible++
 		}
 	}
 	return visible, nil
