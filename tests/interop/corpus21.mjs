@@ -7,10 +7,10 @@
 //
 //   node tests/interop/corpus21.mjs gen DIR [--quick] [--only REGEX]
 //
-// DIR/db/NAME.lance         the tables
-// DIR/expected/NAME.jsonl.gz  the rows LanceDB read back, in row-address order (stable row id order
-//                           for the stable-row-id table), one canonical JSON object per line
-// DIR/manifest.json         {"lancedb": "0.31.0", "quick": bool, "tables": [CASE, ...]} where CASE is
+// DIR/db/NAME.lance            the tables
+// DIR/expected/NAME.jsonl.gz   the rows LanceDB read back, in row-address order (stable row id
+//                              order for stable-row-id tables), one canonical JSON object a line
+// DIR/manifest.json            {"lancedb": "0.31.0", "quick": bool, "tables": [CASE, ...]}, CASE:
 //   name             table name (also the subtest name)
 //   path, expected   paths relative to DIR
 //   storage_version  "2.1" | "2.2": what the dataset's data_format must say
@@ -590,15 +590,18 @@ function fieldString(f) {
 // ---------------------------------------------------------------------------------------------
 // Cases.
 
-// A case: {name, about, storage ("2.1" | "2.2"), columns: () => [col...], batchRows, ballast,
-// expect: [encoding names], after: async (table) => {...} (LanceDB operations after create),
-// project: [names] | null, casts: {name: [sql, typeString]}, options: {storage options},
-// big: dropped by --quick}.
+// A case: {name, about, storage ("2.1" | "2.2"), columns: () => [col...], batchRows (input
+// batch size), appendBatches (first batch creates, each further one is an append: a fragment),
+// sqlColumns ([{name, valueSql}] LanceDB adds after creation), after: async (table) => {...}
+// (further LanceDB operations), casts ({name: [sql to read it back, its field string]}),
+// projectAllBut (columns not compared), expect (claimed encodings), pages, singlePage,
+// expectFragments, expectIndices, stableRowIds, options (storage options), fieldMetadata
+// (informational), big (dropped by --quick)}.
 
 const cases = [];
 const add = (c) => cases.push({ storage: "2.1", ...c });
 
-// nullsAt gives a some-nulls column: null wherever pred(i) holds.
+// withNulls puts null wherever pred(i) holds.
 const withNulls = (vals, pred) => vals.map((v, i) => (pred(i) ? null : v));
 
 // typeColumns: nn (not null), some (some nulls), allnull, for one scalar type; prefix names them.
