@@ -88,13 +88,30 @@ func TestCorpus21(t *testing.T) {
 				t.Fatalf("expected rows file has %d lines, manifest says %d", len(expected), tc.Rows)
 			}
 			path := filepath.Join(dir, tc.Path)
-			t.Run("read", func(t *testing.T) { corpus21Read(t, path, tc, expected) })
-			t.Run("take", func(t *testing.T) { corpus21Take(t, path, tc, expected) })
+			t.Run("read", func(t *testing.T) {
+				defer failOnPanic(t)
+				corpus21Read(t, path, tc, expected)
+			})
+			t.Run("take", func(t *testing.T) {
+				defer failOnPanic(t)
+				corpus21Take(t, path, tc, expected)
+			})
 			if cols := projection(tc); cols != nil {
-				t.Run("project", func(t *testing.T) { corpus21Project(t, path, tc, cols, expected) })
+				t.Run("project", func(t *testing.T) {
+					defer failOnPanic(t)
+					corpus21Project(t, path, tc, cols, expected)
+				})
 			}
 			t.Run("corpus", func(t *testing.T) { corpus21Coverage(t, path, tc) })
 		})
+	}
+}
+
+// failOnPanic turns a panic in the reader (on this goroutine) into a failure of the one case,
+// so the run goes on and lists every case. A panic is still a bug: bad input must be an error.
+func failOnPanic(t *testing.T) {
+	if r := recover(); r != nil {
+		t.Errorf("panic: %v\n%s", r, debug.Stack())
 	}
 }
 
