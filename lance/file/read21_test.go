@@ -130,6 +130,18 @@ type table21 struct {
 	readers []*Reader // one per data file
 }
 
+// readIDs are the top-level fields read: all but multipage's filler, which
+// filecheck21.mjs does not dump.
+func readIDs(r *Reader) []int32 {
+	var ids []int32
+	for _, f := range r.Schema().Fields {
+		if f.Name != "pad" {
+			ids = append(ids, f.ID)
+		}
+	}
+	return ids
+}
+
 func openTable21(t testing.TB, dataset, version string) *table21 {
 	t.Helper()
 	m := latestManifest(t, dataset)
@@ -176,7 +188,7 @@ func (tb *table21) read(t testing.TB, start, end uint64) []map[string]any {
 	t.Helper()
 	var rows []map[string]any
 	for _, r := range tb.readers {
-		rec, err := r.Read(context.Background(), topIDs(r.Schema()), start, end)
+		rec, err := r.Read(context.Background(), readIDs(r), start, end)
 		if err != nil {
 			t.Fatalf("Read [%d,%d): %v", start, end, err)
 		}
@@ -193,7 +205,7 @@ func (tb *table21) take(t testing.TB, idx []uint64) []map[string]any {
 	t.Helper()
 	var rows []map[string]any
 	for _, r := range tb.readers {
-		rec, err := r.Take(context.Background(), topIDs(r.Schema()), idx)
+		rec, err := r.Take(context.Background(), readIDs(r), idx)
 		if err != nil {
 			t.Fatalf("Take %v: %v", idx, err)
 		}
@@ -356,8 +368,10 @@ func checkLayouts21(t *testing.T, name, version string, tb *table21) {
 		}
 		has(leaf("lvec", "item"), "full_zip")
 	case "multipage":
-		if np := r.NumPages(leaf("tokens", "item")); np < 3 {
-			t.Errorf("tokens: %d pages, want several", np)
+		for _, id := range []int32{leaf("tokens", "item"), leaf("id"), leaf("text"), leaf("score")} {
+			if np := r.NumPages(id); np < 3 {
+				t.Errorf("field %d: %d pages, want several", id, np)
+			}
 		}
 	case "packedvar":
 		has(leaf("pv"), "full_zip")

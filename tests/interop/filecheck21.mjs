@@ -224,6 +224,8 @@ function nestedTable(n) {
     F("allnull_struct", st([F("a", new arrow.Int32())])),
     F("empty_lists", new arrow.List(item(new arrow.Int32()))),
     F("packed", st([F("p", new arrow.Int32()), F("q", new arrow.Float64()), F("r", new arrow.Uint8())]), true, { "lance-encoding:packed": "true" }),
+    F("vec_items", new arrow.FixedSizeList(3, item(new arrow.Float64()))),
+    F("lsl", new arrow.List(item(st([F("a", new arrow.List(item(new arrow.Int32()))), F("b", new arrow.Bool())])))),
   ];
   const c = Object.fromEntries(fields.map((f) => [f.name, []]));
   for (let i = 0; i < n; i++) {
@@ -242,6 +244,8 @@ function nestedTable(n) {
     c.allnull_struct.push(null);
     c.empty_lists.push(i % 3 === 0 ? null : []);
     c.packed.push({ p: i, q: i / 4, r: i % 256 }); // LanceDB cannot write null packed structs
+    c.vec_items.push(nul(i, 8) ? null : [i, i % 3 === 1 ? null : -i, i / 2]);
+    c.lsl.push(nul(i, 5) ? null : Array.from({ length: i % 4 }, (_, k) => (k === 2 ? null : { a: k === 1 ? null : Array.from({ length: (i + k) % 3 }, (_, j) => i + j), b: (i + k) % 2 === 0 })));
   }
   return makeTable(fields, c);
 }
@@ -273,6 +277,7 @@ function fullzipTable(n, version) {
     F("vec", new arrow.FixedSizeList(128, item(new arrow.Float32())), false),
     F("nvec", new arrow.FixedSizeList(64, item(new arrow.Float32()))),
     F("lvec", new arrow.List(item(new arrow.FixedSizeList(64, item(new arrow.Float32()))))),
+    F("vec_items", new arrow.FixedSizeList(64, item(new arrow.Float64()))),
     // Legacy blob columns: 2.1 only (2.2 has blob v2).
     ...(version === "2.1" ? [F("blobcol", new arrow.LargeBinary(), true, { "lance-encoding:blob": "true" })] : []),
   ];
@@ -287,6 +292,7 @@ function fullzipTable(n, version) {
     c.vec.push(Array.from({ length: 128 }, () => Math.fround(r())));
     c.nvec.push(i % 3 === 1 ? null : Array.from({ length: 64 }, () => Math.fround(r() - 0.5)));
     c.lvec.push(i % 6 === 0 ? null : Array.from({ length: i % 3 }, () => Array.from({ length: 64 }, () => Math.fround(r()))));
+    c.vec_items.push(i % 4 === 2 ? null : Array.from({ length: 64 }, (_, k) => ((i + k) % 9 === 0 ? null : i * 64 + k)));
   }
   return makeTable(fields, c);
 }
@@ -299,15 +305,27 @@ function multipageTable(n) {
     F("text", new arrow.Utf8()),
     F("tokens", new arrow.List(item(new arrow.Int32()))),
     F("score", new arrow.Float64()),
+    // pad fills LanceDB's 8 MiB write buffer every batch, so that every column is cut
+    // into pages at batch boundaries; it is not dumped (see omitted).
+    F("pad", new arrow.Binary()),
   ];
   const c = Object.fromEntries(fields.map((f) => [f.name, []]));
+  const pad = Uint8Array.from({ length: 3600 }, (_, k) => (k * 131) % 251);
   for (let i = 0; i < n; i++) {
     c.id.push(BigInt(i));
     c.text.push(i % 97 === 0 ? null : `row ${i} ${Math.floor(r() * 1e12).toString(36)} ` + "abcdefghij".repeat(i % 3));
     c.tokens.push(i % 89 === 0 ? null : Array.from({ length: i % 40 }, (_, k) => (i * 64 + k) % 100000));
     c.score.push(i % 13 === 0 ? null : r() * 100);
+    c.pad.push(pad);
   }
-  return makeTable(fields, c);
+  // Several record batches: LanceDB cuts pages at batch boundaries (once enough is
+  // buffered), so the flat columns get several pages too.
+  const batches = [];
+  for (let start = 0; start < n; start += 2500) {
+    const part = Object.fromEntries(Object.entries(c).map(([k, v]) => [k, v.slice(start, start + 2500)]));
+    batches.push(...makeTable(fields, part).batches);
+  }
+  return new arrow.Table(batches[0].schema, batches);
 }
 
 // biglists: single rows whose lists span several mini-block chunks.
@@ -348,12 +366,12 @@ function rolloutBatch(start, n, r) {
 }
 
 const tables = {
-  prims: () => primsTable(3000),
-  nested: () => nestedTable(2000),
-  fullzip: (v) => fullzipTable(200, v),
-  multipage: () => multipageTable(12000),
-  biglists: () => biglistsTable(40),
-  packedvar: () => packedvarTable(1500),
+  prims: () => primsTable(2500),
+  nested: () => nestedTable(1200),
+  fullzip: (v) => fullzipTable(120, v),
+  multipage: () => multipageTable(7500),
+  biglists: () => biglistsTable(25),
+  packedvar: () => packedvarTable(800),
 };
 
 // ---- canonical dump ----
@@ -486,7 +504,7 @@ async function main() {
       if (!tables[name]) throw new Error(`unknown table ${name}`);
       const data = tables[name](version);
       const t = await db.createTable(name, data, opts);
-      const select = data.schema.fields.map((f) => [f.name, f.name]);
+      const select = data.schema.fields.filter((f) => f.name !== "pad").map((f) => [f.name, f.name]);
       if (name === "nested") {
         // apache-arrow JS has no LargeList: LanceDB computes one (a second data file in
         // the fragment) and we read it back cast to a List.
