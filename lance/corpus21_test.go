@@ -980,6 +980,10 @@ func renderEncoding(m protoreflect.Message, names map[string]bool) string {
 			parts = append(parts, fmt.Sprintf("%s=[%s]", fd.Name(), strings.Join(vals, " ")))
 		case strings.HasPrefix(string(fd.Name()), "bits_per") || fd.Name() == "uncompressed_bits_per_value" || fd.Name() == "items_per_value":
 			parts = append(parts, fmt.Sprintf("%s=%v", fd.Name(), v))
+		case fd.Kind() == protoreflect.BoolKind && !fd.IsList() && v.Bool():
+			// a set flag (has_large_chunk, has_validity) is recorded by its name
+			names[string(fd.Name())] = true
+			parts = append(parts, string(fd.Name()))
 		case fd.Name() == "level":
 			// a compression level (BufferCompression.level) is recorded as "level=N"
 			names[fmt.Sprintf("level=%v", v)] = true

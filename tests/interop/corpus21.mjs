@@ -964,6 +964,34 @@ wideCase("enc_fullzip_small", "full-zip shapes, 6 rows", ["vec128", "fsb300", "l
 wideCase("v22_enc_fullzip", "full-zip values in storage version 2.2", ["vec128", "fsb300", "long_text", "long_bin"], ["full_zip_layout"], 2000, { storage: "2.2" });
 wideCase("enc_fullzip_pages", "full-zip values spanning many pages", ["vec128", "long_text", "long_bin"], ["full_zip_layout"], 12000, { batchRows: 1500, big: true });
 
+// Values of 32 KiB and more: LanceDB compresses them (general compression in full-zip) without
+// being asked.
+add({
+  name: "enc_fullzip_huge_values",
+  about: "strings and binaries of 32-100 KiB (full-zip with general compression by default)",
+  columns: () => {
+    const r = rng(71);
+    const n = 40;
+    return [
+      col(F("huge_text", new arrow.Utf8()), Array.from({ length: n }, (_, i) => (i % 9 === 4 ? null : sentence(r, int(r, 6000, 16000))))),
+      col(F("huge_bin", new arrow.LargeBinary(), false), Array.from({ length: n }, (_, i) => new Uint8Array(int(r, 33000, 90000)).fill(i % 251))),
+    ];
+  },
+  expect: ["full_zip_layout", "general"],
+});
+
+// Lists whose rows span mini-block chunks (thousands of items in one row).
+function longListColumns(n, seed) {
+  const r = rng(seed);
+  return [
+    col(F("long_ints", new arrow.List(item(new arrow.Int32()))), Array.from({ length: n }, (_, i) => (i % 6 === 5 ? null : Array.from({ length: i % 3 === 0 ? int(r, 3000, 12000) : int(r, 0, 5) }, (_, k) => (k % 97 === 0 ? null : i * 100000 + k))))),
+    col(F("long_strs", new arrow.List(item(new arrow.Utf8()))), Array.from({ length: n }, (_, i) => (i % 7 === 6 ? null : Array.from({ length: i % 4 === 0 ? int(r, 2000, 6000) : int(r, 0, 3) }, () => (r() < 0.05 ? null : WORDS[int(r, 0, WORDS.length - 1)]))))),
+    col(F("long_nested", new arrow.List(item(new arrow.List(item(new arrow.Int64()))))), Array.from({ length: n }, (_, i) => Array.from({ length: i % 5 === 0 ? 400 : 2 }, (_, k) => (k % 50 === 49 ? null : Array.from({ length: k % 11 }, (_, m) => BigInt(i * 1000 + k * 11 + m)))))),
+  ];
+}
+add({ name: "enc_long_lists", about: "lists of thousands of items: rows that span mini-block chunks", columns: () => longListColumns(60, 72), expect: ["rep_compression"] });
+add({ name: "v22_enc_long_lists", storage: "2.2", about: "lists of thousands of items in storage version 2.2 (large chunks)", columns: () => longListColumns(60, 73), expect: ["rep_compression", "has_large_chunk"] });
+
 // ---- compression asked for through field metadata (lance-encoding:* keys)
 
 function metaCase(name, storage, about, fields, n, expect, extra = {}) {
@@ -1030,6 +1058,7 @@ metaCase("v22_meta_dict_values_zstd", "2.2", "dict-values-compression=zstd in st
 metaCase("meta_minichunk_size", "2.1", "minichunk-size=4096 on ints and strings", [["seq_i64", { "lance-encoding:minichunk-size": "4096" }], ["text", { "lance-encoding:minichunk-size": "4096" }]], 12000, []);
 metaCase("meta_structural_fullzip", "2.1", "structural-encoding=fullzip on narrow values", ["seq_i64", "rand_neg", "text", "lowcard", "rand_f64"].map((k) => [k, { "lance-encoding:structural-encoding": "fullzip" }]), 20000, ["full_zip_layout"]);
 metaCase("meta_structural_miniblock", "2.1", "structural-encoding=miniblock on wide values", ["vec128", "long_text", "long_bin"].map((k) => [k, { "lance-encoding:structural-encoding": "miniblock" }]), 2000, ["mini_block_layout"]);
+metaCase("v22_meta_structural_miniblock", "2.2", "structural-encoding=miniblock on wide values in storage version 2.2 (large chunks)", ["vec128", "long_text", "long_bin"].map((k) => [k, { "lance-encoding:structural-encoding": "miniblock" }]), 2000, ["mini_block_layout", "has_large_chunk"]);
 metaCase("v22_meta_structural_fullzip", "2.2", "structural-encoding=fullzip in storage version 2.2", ["seq_i64", "text", "rand_f64"].map((k) => [k, { "lance-encoding:structural-encoding": "fullzip" }]), 20000, ["full_zip_layout"]);
 
 // packed structs
