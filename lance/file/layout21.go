@@ -20,6 +20,10 @@ import (
 // miniBlockAlign is the alignment of every buffer inside a mini-block chunk.
 const miniBlockAlign = 8
 
+// maxChunkValues bounds the values of one mini-block chunk (Lance writes at most 2^15,
+// LANCE_MINIBLOCK_MAX_VALUES).
+const maxChunkValues = 1 << 16
+
 // compressErr turns an error of package compress into this package's error kinds.
 func compressErr(err error) error {
 	switch {
@@ -253,6 +257,11 @@ func parseMiniPage(lay *pb21.MiniBlockLayout, shape []bool, bufs [][]byte, rows 
 			c.values = int(items) - counted
 			if lg != 0 && c.values != 1<<lg {
 				return nil, corruptf(-1, "last chunk claims %d values, %d remain", 1<<lg, c.values)
+			}
+			// Writers cut chunks at 2^15 values at most: a larger last chunk is a lie
+			// that would make decoders allocate for values that are not there.
+			if c.values > maxChunkValues {
+				return nil, corruptf(-1, "last chunk of %d values", c.values)
 			}
 		}
 		counted += c.values
