@@ -23,9 +23,10 @@ import (
 // "2.0" or "2.1") of datasets this package creates when WriteOptions.DataStorageVersion
 // is empty. Writes into an existing dataset always use that dataset's version.
 //
-// It stays "2.0" while lancectx only reads 2.0 files: a 2.1 reader is being written in
-// another branch, and this flips to "2.1" (LanceDB 0.31's default) when it lands.
-const DefaultDataStorageVersion = "2.0"
+// It is "2.1", LanceDB 0.31's default (and the Rust lance-context's), so a table made by
+// lancectx is what a LanceDB user would have made; "2.0" stays available for readers
+// older than lance 6.
+const DefaultDataStorageVersion = "2.1"
 
 // ErrStorageVersion is wrapped by errors about data storage versions: a value other than
 // "2.0" or "2.1", or one that differs from the version of the dataset written to.

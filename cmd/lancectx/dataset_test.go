@@ -80,7 +80,7 @@ func TestImportScanRoundTripMatchesLanceDB(t *testing.T) {
 	if err := json.Unmarshal([]byte(run(t, "dataset", "inspect", uri)), &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Version != 2 || info.Rows != 40 || info.NumFragments != 2 || info.FormatVersion != "2.0" {
+	if info.Version != 2 || info.Rows != 40 || info.NumFragments != 2 || info.FormatVersion != "2.1" {
 		t.Fatalf("inspect: %+v", info)
 	}
 	var versions []map[string]any
