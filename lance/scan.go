@@ -523,8 +523,18 @@ func (fr *fragmentReader) read(ctx context.Context, st objstore.Reader, fields [
 			return nil, fmt.Errorf("read fragment %d: %w", fr.frag.GetId(), err)
 		}
 		for j, i := range idx {
-			c := rec.Column(j)
-			c.Retain()
+			fileField := r.Schema().FieldByID(ids[j])
+			if fileField == nil {
+				rec.Release()
+				release()
+				return nil, corruptf(dataDir, "fragment %d: data file %s has no field %d", fr.frag.GetId(), df.GetPath(), ids[j])
+			}
+			c, err := conformColumn(rec.Column(j), fileField, fields[i])
+			if err != nil {
+				rec.Release()
+				release()
+				return nil, fmt.Errorf("read fragment %d: %w", fr.frag.GetId(), err)
+			}
 			cols[i] = c
 		}
 		rec.Release()
