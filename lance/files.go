@@ -97,6 +97,9 @@ type FilesCommit struct {
 	// ExpectConfig is the same precondition on table config keys (e.g. an identity the
 	// dataset was created with).
 	ExpectConfig map[string]string
+	// Config upserts table config keys in the same version (e.g. the identity a table
+	// takes on when another system's dataset is adopted).
+	Config map[string]string
 	// Properties are recorded in the transaction.
 	Properties map[string]string
 }
@@ -105,6 +108,12 @@ type FilesCommit struct {
 type NamedDataFile struct {
 	Path string
 	DataFileInfo
+	// Deleted are rows of this file (physical offsets) hidden from the start: a file
+	// taken over from another dataset brings the rows its deletion vector hid there,
+	// and a newer copy of a key elsewhere in the same commit hides the older one. The
+	// fragment's deletion file is written when the commit assigns its id. It must not
+	// cover every row.
+	Deleted *roaring.Bitmap
 }
 
 // ErrPrecondition: a FilesCommit's Expect did not hold on the latest version.
@@ -114,9 +123,21 @@ var ErrPrecondition = fmt.Errorf("%w: table metadata precondition failed", ErrCo
 // against the fragment state the commit lands on: if a concurrent commit added rows or
 // touched the same fragments, the caller's view of which rows to delete may be stale, so
 // the commit fails with an error wrapping ErrConflict and the caller recomputes.
+//
+// The files must be of the table's data storage version (a table holds files of one
+// version only); that is all CommitFiles needs to write to it, since it never encodes
+// data itself: it takes files written by someone else (a WAL seal, another dataset).
 func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, error) {
-	if err := d.checkWritable(); err != nil {
+	if err := checkWriterFlags(d.mf.Manifest); err != nil {
 		return nil, err
+	}
+	for _, f := range c.Files {
+		if err := d.checkFileVersion(f); err != nil {
+			return nil, err
+		}
+		if f.Deleted != nil && f.Deleted.GetCardinality() >= f.Rows {
+			return nil, fmt.Errorf("lance: data file %s: every one of its %d rows is deleted", f.Path, f.Rows)
+		}
 	}
 	byID := map[uint64]*tablepb.DataFragment{}
 	for _, f := range d.Fragments() {
@@ -127,7 +148,7 @@ func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, err
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	op := &filesOp{expect: c.Expect, expectConfig: c.ExpectConfig, meta: c.TableMetadata}
+	op := &filesOp{expect: c.Expect, expectConfig: c.ExpectConfig, meta: c.TableMetadata, config: c.Config}
 	for _, id := range ids {
 		frag, ok := byID[id]
 		if !ok {
@@ -151,6 +172,7 @@ func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, err
 		op.updated = append(op.updated, nf)
 	}
 	for _, f := range c.Files {
+		op.deleted = append(op.deleted, f.Deleted)
 		op.added = append(op.added, &tablepb.DataFragment{
 			PhysicalRows: f.Rows,
 			Files: []*tablepb.DataFile{{
@@ -174,6 +196,9 @@ type filesOp struct {
 	expect       map[string]string
 	expectConfig map[string]string
 	meta         map[string]string
+	config       map[string]string
+	// deleted[i] are the rows of added[i] to hide (nil: none).
+	deleted []*roaring.Bitmap
 }
 
 func (o *filesOp) apply(ctx context.Context, st objstore.Store, base *manifestFile) (*manifestFile, error) {
@@ -192,6 +217,28 @@ func (o *filesOp) apply(ctx context.Context, st objstore.Store, base *manifestFi
 	next, err := o.updateOp.apply(ctx, st, base)
 	if err != nil {
 		return nil, err
+	}
+	// The added fragments are the last ones, with the ids this attempt assigned: their
+	// deletion files are named after those ids, so they are written per attempt (an
+	// attempt that loses the race leaves them unreferenced, for cleanup).
+	added := next.Manifest.Fragments[len(next.Manifest.Fragments)-len(o.added):]
+	for i, bm := range o.deleted {
+		if bm == nil || bm.IsEmpty() {
+			continue
+		}
+		df, err := writeDeletionFile(ctx, st, added[i].GetId(), base.Manifest.GetVersion(), bm)
+		if err != nil {
+			return nil, err
+		}
+		added[i].DeletionFile = df
+	}
+	if len(o.config) > 0 {
+		if next.Manifest.Config == nil {
+			next.Manifest.Config = map[string]string{}
+		}
+		for k, v := range o.config {
+			next.Manifest.Config[k] = v
+		}
 	}
 	if len(o.meta) > 0 {
 		if next.Manifest.TableMetadata == nil {
@@ -227,6 +274,26 @@ func (d *Dataset) FindKeys(ctx context.Context, column string, keys map[string]s
 		return sel, nil
 	})
 }
+
+// checkFileVersion refuses a file of another data storage version than the table's.
+func (d *Dataset) checkFileVersion(f NamedDataFile) error {
+	want := d.DataStorageVersion()
+	if want == "" {
+		return nil
+	}
+	major, minor := f.Major, f.Minor
+	if major == 0 && minor == 3 { // the footer version of 2.0 files
+		major, minor = 2, 0
+	}
+	if have := fmt.Sprintf("%d.%d", major, minor); have != want {
+		return fmt.Errorf("%w: data file %s is format %s; the table stores format %s", ErrUnsupported, f.Path, have, want)
+	}
+	return nil
+}
+
+// Indices returns the index metadata of this version (nil: none). The messages are
+// shared with the dataset: do not modify them.
+func (d *Dataset) Indices() []*tablepb.IndexMetadata { return d.mf.Indices.GetIndices() }
 
 // IsConflict reports whether err is a commit conflict (retry on a newer version).
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
