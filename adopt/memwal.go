@@ -276,8 +276,8 @@ type shardState struct {
 // memWAL is a dataset's MemWAL as adoption found it.
 type memWAL struct {
 	Shards []shardState
-	// Objects counts every object under _mem_wal/ (what retiring it deletes).
-	Objects int
+	// Present: _mem_wal/ holds something (shard folders or stray objects).
+	Present bool
 }
 
 func (m *memWAL) pending() int {
@@ -308,21 +308,26 @@ func (m *memWAL) versions() map[string]uint64 {
 func readMemWAL(ctx context.Context, st objstore.Store, watermark map[string]uint64) (*memWAL, error) {
 	out := &memWAL{}
 	var shards []string
-	err := walkPrefixes(ctx, st, memWALDir, func(p string) error {
-		name := strings.TrimSuffix(strings.TrimPrefix(p, memWALDir), "/")
-		if _, err := uuid.Parse(name); err == nil {
-			shards = append(shards, name)
+	// One listing of _mem_wal/ (not recursive: a generation is a whole dataset).
+	opts := objstore.ListOptions{Prefix: memWALDir, Delimiter: "/"}
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", memWALDir, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", memWALDir, err)
-	}
-	if err := objstore.Walk(ctx, st, objstore.ListOptions{Prefix: memWALDir}, func(objstore.ObjectInfo) error {
-		out.Objects++
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("list %s: %w", memWALDir, err)
+		if len(page.Objects) > 0 || len(page.CommonPrefixes) > 0 {
+			out.Present = true
+		}
+		for _, p := range page.CommonPrefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(p, memWALDir), "/")
+			if _, err := uuid.Parse(name); err == nil {
+				shards = append(shards, name)
+			}
+		}
+		if page.NextStartAfter == "" {
+			break
+		}
+		opts.StartAfter = page.NextStartAfter
 	}
 	for _, shard := range shards {
 		s, err := readShard(ctx, st, shard, watermark[shard])

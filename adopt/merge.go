@@ -45,6 +45,7 @@ type unit struct {
 	shard string
 	gen   FlushedGeneration
 	gst   objstore.Store // rooted at the generation dataset
+	gds   *lance.Dataset
 	frag  *tablepb.DataFragment
 	file  *tablepb.DataFile
 	// fields are the file's field ids renumbered to the base table's.
@@ -141,7 +142,7 @@ func openGeneration(ctx context.Context, gst objstore.Store, base *lance.Dataset
 		if err := checkRequired(base.Schema(), fields); err != nil {
 			return nil, fmt.Errorf("fragment %d: %w", frag.GetId(), err)
 		}
-		out = append(out, &unit{shard: shard, gen: g, gst: gst, frag: frag, file: f, fields: fields, hidden: roaring.New()})
+		out = append(out, &unit{shard: shard, gen: g, gst: gst, gds: gds, frag: frag, file: f, fields: fields, hidden: roaring.New()})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("it has no rows")
@@ -221,18 +222,9 @@ func checkRequired(base *schema.Schema, fields []int32) error {
 func readUnitKeys(ctx context.Context, units []*unit, key string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(keyReadConcurrency)
-	opened := map[objstore.Store]*lance.Dataset{}
 	for _, u := range units {
-		if opened[u.gst] == nil {
-			ds, err := lance.OpenStore(ctx, u.gst)
-			if err != nil {
-				return u.genErr(fmt.Errorf("open: %w", err))
-			}
-			opened[u.gst] = ds
-		}
-		ds := opened[u.gst]
 		g.Go(func() error {
-			if err := u.readKeys(gctx, ds, key); err != nil {
+			if err := u.readKeys(gctx, u.gds, key); err != nil {
 				return u.genErr(err)
 			}
 			return nil

@@ -105,9 +105,9 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 	case registered && entry.Incarnation != inc:
 		rep.fail("the registry names incarnation %q, but its table is incarnation %q", entry.Incarnation, inc)
 		return
-	case registered && (mk == nil || mw.Objects == 0):
+	case registered && (mk == nil || !mw.Present):
 		rep.Outcome = AlreadyRegistered
-		a.observe(ctx, c.name, rep, base)
+		a.observe(c.name, rep, base)
 		return
 	case registered:
 		// An adoption that stopped after registering: only the retirement is left.
@@ -120,7 +120,7 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 			return
 		}
 		rep.Outcome, rep.Message = AlreadyRegistered, "retired the _mem_wal an interrupted adoption left"
-		a.observe(ctx, c.name, rep, base)
+		a.observe(c.name, rep, base)
 		return
 	case inc != "" && mk == nil:
 		rep.Outcome = NotAdopted
@@ -174,7 +174,7 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 		return
 	}
 	rep.Outcome = Adopted
-	a.observe(ctx, c.name, rep, base)
+	a.observe(c.name, rep, base)
 }
 
 // blocking says why a MemWAL cannot be retired after merging its generations (""
@@ -308,7 +308,7 @@ func (a *adopter) mergeAndMark(ctx context.Context, st objstore.Store, base *lan
 // because the adoption commit, which recorded what was merged, landed first: an
 // interrupted retirement is finished by the next run and merges nothing twice.
 func (a *adopter) retire(ctx context.Context, st objstore.Store, planned *memWAL, wm map[string]uint64) error {
-	if planned.Objects == 0 {
+	if !planned.Present {
 		return nil
 	}
 	now, err := readMemWAL(ctx, st, wm)
@@ -339,12 +339,9 @@ func (a *adopter) retire(ctx context.Context, st objstore.Store, planned *memWAL
 	return objstore.DeleteAll(ctx, st, keys, 0)
 }
 
-// observe records what the master's stats should start from for an adopted store.
-func (a *adopter) observe(ctx context.Context, name string, rep *StoreReport, base *lance.Dataset) {
-	ds, err := base.Latest(ctx)
-	if err != nil {
-		ds = base
-	}
+// observe records what the master's stats should start from for an adopted store:
+// ds, the version this run found or committed.
+func (a *adopter) observe(name string, rep *StoreReport, ds *lance.Dataset) {
 	rep.RowsAfter, rep.VersionAfter = ds.CountRows(), ds.Version()
 	now := a.now().UnixMilli()
 	a.recordStats(master.ExperimentStats{Name: name, RowCount: ds.CountRows(), FragmentCount: int64(len(ds.Fragments())),
