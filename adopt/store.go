@@ -64,7 +64,10 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 	st := objstore.Prefixed(a.opts.Data, c.dir())
 	base, err := lance.OpenStore(ctx, st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
-		rep.fail("the reference registry names it, but there is no dataset at %s", c.dir())
+		// A registry row whose dataset is gone (a deletion the reference did not finish):
+		// nothing to adopt, and running again cannot change that.
+		rep.Outcome = NotAdopted
+		rep.Message = fmt.Sprintf("the reference registry names it, but there is no dataset at %s (deleted?)", c.dir())
 		return
 	}
 	if err != nil {
