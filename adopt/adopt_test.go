@@ -381,3 +381,44 @@ func diffFiles(before, after map[string]int64) string {
 	slices.Sort(d)
 	return strings.Join(d, " ")
 }
+
+// TestAdoptTombstonesAndAnOlderBaseSchema: generations with the MemWAL's _tombstone
+// column delete the keys their newest row marks (and the column does not become a table
+// column), and a base table created before the claim-check columns existed gains them
+// (all null) before the generations that have them are merged.
+func TestAdoptTombstonesAndAnOlderBaseSchema(t *testing.T) {
+	dir, spec := buildFixture(t, "--storage-version", "2.0", "--tombstones", "--old-base-schema", "--stores", "2")
+	o := oracle.New(t)
+	sum, reps := runAdopt(t, dir, nil)
+	if sum.Failed != 0 {
+		t.Fatalf("summary %+v: %v", sum, reps)
+	}
+	w := startWorker(t, dir)
+	st := openDir(t, dir)
+	for _, s := range spec.Stores {
+		if s.Kind != KindRollout {
+			continue
+		}
+		if _, ok := s.Expected[s.Name+"-b19"]; ok && s.Registered {
+			t.Fatalf("the fixture did not delete %s-b19", s.Name)
+		}
+		path := filepath.Join(dir, s.Name+".rollout.lance")
+		checkLanceDB(t, o, path, s.Expected)
+		if err := sameRows(w.listRecords(t, s.Name), s.Expected); err != nil {
+			t.Errorf("API list of %s: %v", s.Name, err)
+		}
+		ds, err := lance.OpenStore(t.Context(), objstore.Prefixed(st, s.Name+".rollout.lance"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds.Schema().Field(TombstoneColumn) != nil {
+			t.Errorf("%s: %s became a table column", s.Name, TombstoneColumn)
+		}
+		if s.Registered && ds.Schema().Field("model_input_string") == nil {
+			t.Errorf("%s: the base table did not gain the claim-check columns", s.Name)
+		}
+		if r := reps[KindRollout+"/"+s.Name]; s.Registered && (r.Outcome != Adopted || r.RowsAfter != int64(len(s.Expected))) {
+			t.Errorf("%s: %+v", s.Name, r)
+		}
+	}
+}

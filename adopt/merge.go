@@ -18,6 +18,7 @@ import (
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 	"github.com/lancectx/lancectx/lance/schema"
 	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/rollout"
 )
 
 // keyReadConcurrency bounds the generations of one store read at once (decoding is
@@ -50,9 +51,13 @@ type unit struct {
 	file  *tablepb.DataFile
 	// fields are the file's field ids renumbered to the base table's.
 	fields []int32
+	// tombstones: the file has the _tombstone column.
+	tombstones bool
 	// offsets[i] is the physical row of keys[i] (visible rows only, ascending).
 	offsets []uint32
 	keys    []string
+	// deletes are the indexes (into keys) of tombstone rows.
+	deletes []int
 	// hidden are rows not to show: what the generation's own deletion vector hid, and
 	// rows whose key a newer row replaces.
 	hidden *roaring.Bitmap
@@ -62,32 +67,58 @@ func (u *unit) genErr(err error) error {
 	return &GenerationError{Shard: u.shard, Generation: u.gen.Generation, Path: u.gen.Path, Err: err}
 }
 
-// plannedMerge is what one adoption commit takes over.
-type plannedMerge struct {
-	units []*unit
-	// baseDeletes are base rows whose key a pending generation replaces.
-	baseDeletes map[uint64]*roaring.Bitmap
-	// rows is the number of rows the commit adds (visible ones).
-	rows int64
-	// duplicates counts rows hidden because a newer copy of their key exists.
-	duplicates int64
+// TombstoneColumn is the MemWAL's delete marker column: a generation row with
+// _tombstone = true deletes its key. It is not a table column.
+const TombstoneColumn = "_tombstone"
+
+// generation is an opened pending generation.
+type generation struct {
+	shard string
+	gen   FlushedGeneration
+	gst   objstore.Store // rooted at the generation dataset
+	gds   *lance.Dataset
 }
 
-// openUnits opens every pending generation (oldest first per shard) and checks that
-// its data files can join the base table as they are: same data storage version, one
-// data file per fragment, every column known to the base table with the same type.
-func openUnits(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *memWAL) ([]*unit, error) {
-	basePaths := fieldPaths(base.Schema())
-	var units []*unit
+func (g *generation) err(err error) error {
+	return &GenerationError{Shard: g.shard, Generation: g.gen.Generation, Path: g.gen.Path, Err: err}
+}
+
+// openUnits opens every pending generation and checks that its data files can join
+// the base table as they are: same data storage version, one data file per fragment,
+// every column known to the base table with the same type. Generations written with
+// rollout columns the base table lacks (the reference evolved its schema before
+// merging) make the base table gain them first, as all-null columns (a schema-only
+// commit, as lancectx's worker does on open); any other unknown column stops the store.
+// It returns the units in merge order and the base table they were mapped to.
+func openUnits(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *memWAL) ([]*unit, *lance.Dataset, error) {
+	var gens []*generation
 	for _, s := range mw.Shards {
 		for _, g := range s.Pending {
 			gst := objstore.Prefixed(st, memWALDir+s.ID+"/"+g.Path)
-			us, err := openGeneration(ctx, gst, base, basePaths, s.ID, g)
+			ge := &generation{shard: s.ID, gen: g, gst: gst}
+			gds, err := lance.OpenStore(ctx, gst)
 			if err != nil {
-				return nil, &GenerationError{Shard: s.ID, Generation: g.Generation, Path: g.Path, Err: err}
+				return nil, nil, ge.err(fmt.Errorf("open: %w", err))
 			}
-			units = append(units, us...)
+			if have, want := gds.DataStorageVersion(), base.DataStorageVersion(); have != want {
+				return nil, nil, ge.err(fmt.Errorf("its data files are format %s, the base table's %s", have, want))
+			}
+			ge.gds = gds
+			gens = append(gens, ge)
 		}
+	}
+	base, err := evolveFor(ctx, base, gens)
+	if err != nil {
+		return nil, nil, err
+	}
+	basePaths := fieldPaths(base.Schema())
+	var units []*unit
+	for _, g := range gens {
+		us, err := g.units(base, basePaths)
+		if err != nil {
+			return nil, nil, g.err(err)
+		}
+		units = append(units, us...)
 	}
 	// Newest wins by generation number; generations of different shards (a key the
 	// reference wrote through two shards, which its rules forbid) are ordered by
@@ -99,23 +130,45 @@ func openUnits(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *
 		}
 		return a.shard < b.shard
 	})
-	return units, nil
+	return units, base, nil
 }
 
-func openGeneration(ctx context.Context, gst objstore.Store, base *lance.Dataset, basePaths map[string]*schema.Field, shard string, g FlushedGeneration) ([]*unit, error) {
-	gds, err := lance.OpenStore(ctx, gst)
+// evolveFor adds to the base table the nullable rollout columns some generation has and
+// it lacks. A generation column that is not a rollout column stops the store.
+func evolveFor(ctx context.Context, base *lance.Dataset, gens []*generation) (*lance.Dataset, error) {
+	var add []arrow.Field
+	seen := map[string]bool{}
+	for _, g := range gens {
+		for _, f := range g.gds.Schema().Fields {
+			if f.Name == TombstoneColumn || seen[f.Name] || base.Schema().Field(f.Name) != nil {
+				continue
+			}
+			idx := rollout.Schema().FieldIndices(f.Name)
+			if len(idx) == 0 || !rollout.Schema().Field(idx[0]).Nullable {
+				return nil, g.err(fmt.Errorf("column %q is not in the base table", f.Name))
+			}
+			seen[f.Name] = true
+			add = append(add, rollout.Schema().Field(idx[0]))
+		}
+	}
+	if len(add) == 0 {
+		return base, nil
+	}
+	next, err := base.AddNullColumns(ctx, add)
 	if err != nil {
-		return nil, fmt.Errorf("open: %w", err)
+		return nil, fmt.Errorf("add the columns the generations have (%d) to the base table: %w", len(add), err)
 	}
-	if have, want := gds.DataStorageVersion(), base.DataStorageVersion(); have != want {
-		return nil, fmt.Errorf("its data files are format %s, the base table's %s", have, want)
-	}
-	idMap, err := mapFields(gds.Schema(), basePaths)
+	return next, nil
+}
+
+func (g *generation) units(base *lance.Dataset, basePaths map[string]*schema.Field) ([]*unit, error) {
+	idMap, err := mapFields(g.gds.Schema(), basePaths)
 	if err != nil {
 		return nil, err
 	}
+	tomb := g.gds.Schema().Field(TombstoneColumn)
 	var out []*unit
-	for _, frag := range gds.Fragments() {
+	for _, frag := range g.gds.Fragments() {
 		files := frag.GetFiles()
 		if len(files) != 1 {
 			return nil, fmt.Errorf("fragment %d has %d data files; adoption takes fragments of one file", frag.GetId(), len(files))
@@ -137,12 +190,21 @@ func openGeneration(ctx context.Context, gst objstore.Store, base *lance.Dataset
 			if !ok {
 				return nil, fmt.Errorf("fragment %d stores field id %d, which its schema does not have", frag.GetId(), id)
 			}
+			if nid != id && nid != -2 {
+				// Lance maps a file's columns through the fragment's field list, so a
+				// renumbered file would read right in LanceDB; lancectx's reader finds
+				// columns by the ids the file was written with, so it must keep them.
+				// The reference's flushes write with the base table's ids.
+				return nil, fmt.Errorf("its column %q is field %d, but field %d in the base table: the generation was not "+
+					"written with the base table's field ids", g.gds.Schema().FieldByID(id).Name, id, nid)
+			}
 			fields[i] = nid
 		}
 		if err := checkRequired(base.Schema(), fields); err != nil {
 			return nil, fmt.Errorf("fragment %d: %w", frag.GetId(), err)
 		}
-		out = append(out, &unit{shard: shard, gen: g, gst: gst, gds: gds, frag: frag, file: f, fields: fields, hidden: roaring.New()})
+		out = append(out, &unit{shard: g.shard, gen: g.gen, gst: g.gst, gds: g.gds, frag: frag, file: f, fields: fields,
+			tombstones: tomb != nil, hidden: roaring.New()})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("it has no rows")
@@ -171,6 +233,13 @@ func fieldPaths(s *schema.Schema) map[string]*schema.Field {
 func mapFields(gs *schema.Schema, basePaths map[string]*schema.Field) (map[int32]int32, error) {
 	out := map[int32]int32{}
 	for p, gf := range fieldPaths(gs) {
+		if p == TombstoneColumn {
+			if gf.ArrowType().ID() != arrow.BOOL {
+				return nil, fmt.Errorf("column %q is %s, not bool", p, gf.ArrowType())
+			}
+			out[gf.ID] = -2 // stored in the file, not a table column: ignored by readers
+			continue
+		}
 		bf, ok := basePaths[p]
 		if !ok {
 			return nil, fmt.Errorf("column %q is not in the base table", p)
@@ -234,7 +303,11 @@ func readUnitKeys(ctx context.Context, units []*unit, key string) error {
 }
 
 func (u *unit) readKeys(ctx context.Context, ds *lance.Dataset, key string) error {
-	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: []string{key}, WithRowID: true, Fragments: []uint64{u.frag.GetId()}, BatchSize: 65536})
+	cols := []string{key}
+	if u.tombstones {
+		cols = append(cols, TombstoneColumn)
+	}
+	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowID: true, Fragments: []uint64{u.frag.GetId()}, BatchSize: 65536})
 	if err != nil {
 		return fmt.Errorf("read keys: %w", err)
 	}
@@ -249,9 +322,15 @@ func (u *unit) readKeys(ctx context.Context, ds *lance.Dataset, key string) erro
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		col := rec.Column(0)
-		ids, ok := rec.Column(1).(*array.Uint64)
+		ids, ok := rec.Column(len(cols)).(*array.Uint64)
 		if !ok {
-			return fmt.Errorf("read keys: row ids are %s", rec.Column(1).DataType())
+			return fmt.Errorf("read keys: row ids are %s", rec.Column(len(cols)).DataType())
+		}
+		var tomb *array.Boolean
+		if u.tombstones {
+			if tomb, ok = rec.Column(1).(*array.Boolean); !ok {
+				return fmt.Errorf("read keys: %s is %s", TombstoneColumn, rec.Column(1).DataType())
+			}
 		}
 		for i := 0; i < col.Len(); i++ {
 			if col.IsNull(i) {
@@ -260,6 +339,9 @@ func (u *unit) readKeys(ctx context.Context, ds *lance.Dataset, key string) erro
 			off := ids.Value(i) & (1<<32 - 1)
 			if off >= physical || len(u.offsets) > 0 && uint32(off) <= u.offsets[len(u.offsets)-1] {
 				return fmt.Errorf("read keys: row address %#x out of order or out of range", ids.Value(i))
+			}
+			if tomb != nil && tomb.IsValid(i) && tomb.Value(i) {
+				u.deletes = append(u.deletes, len(ends))
 			}
 			sb.WriteString(keyOf(col, i))
 			ends = append(ends, sb.Len())
@@ -305,27 +387,39 @@ func keyFunc(f *schema.Field) (func(arrow.Array, int) string, error) {
 
 // dedup keeps the newest row of every key (the last one in unit order, then row order:
 // the reference's rule, newest generation first, newest row within it) and hides the
-// older ones. It returns the keys of the winners for finding older rows in the base.
-func dedup(units []*unit) (winners map[string]struct{}, dups int64) {
+// older ones. A newest row that is a tombstone hides itself too: its key is deleted. It
+// returns the keys whose base rows are replaced (or deleted), the rows hidden as older
+// copies, and the keys deleted.
+func dedup(units []*unit) (winners map[string]struct{}, dups, deleted int64) {
 	type loc struct {
 		u   int32
 		off uint32
+		del bool
 	}
 	best := map[string]loc{}
 	for ui, u := range units {
+		d := 0
 		for i, k := range u.keys {
+			isDel := d < len(u.deletes) && u.deletes[d] == i
+			if isDel {
+				d++
+			}
 			if prev, ok := best[k]; ok {
 				units[prev.u].hidden.Add(prev.off)
 				dups++
 			}
-			best[k] = loc{u: int32(ui), off: u.offsets[i]}
+			best[k] = loc{u: int32(ui), off: u.offsets[i], del: isDel}
 		}
 	}
 	winners = make(map[string]struct{}, len(best))
-	for k := range best {
+	for k, l := range best {
 		winners[k] = struct{}{}
+		if l.del {
+			units[l.u].hidden.Add(l.off)
+			deleted++
+		}
 	}
-	return winners, dups
+	return winners, dups, deleted
 }
 
 // baseRowsOf finds the visible base rows whose key is in keys, reading only the key

@@ -209,8 +209,9 @@ func describePending(mw *memWAL) string {
 
 type mergeResult struct {
 	generations int
-	rows        int64
-	duplicates  int64
+	rows        int64 // keys the merge wrote (not deleted)
+	duplicates  int64 // older copies hidden
+	deleted     int64 // keys deleted by tombstones
 }
 
 // mergeAndMark merges the pending generations into the base table and marks it
@@ -221,15 +222,16 @@ type mergeResult struct {
 // marker and incarnation it read, so two adopters never both merge.
 func (a *adopter) mergeAndMark(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *memWAL, old *Marker) (*lance.Dataset, *Marker, mergeResult, error) {
 	var res mergeResult
-	units, err := openUnits(ctx, st, base, mw)
+	found := base.Version()
+	units, base, err := openUnits(ctx, st, base, mw)
 	if err != nil {
 		return nil, nil, res, err
 	}
 	if err := readUnitKeys(ctx, units, rollout.KeyColumn); err != nil {
 		return nil, nil, res, err
 	}
-	winners, dups := dedup(units)
-	res.duplicates = dups
+	winners, dups, deleted := dedup(units)
+	res.duplicates, res.deleted = dups, deleted
 	kept := units[:0:0]
 	for _, u := range units {
 		if u.hidden.GetCardinality() < u.frag.GetPhysicalRows() {
@@ -237,8 +239,8 @@ func (a *adopter) mergeAndMark(ctx context.Context, st objstore.Store, base *lan
 		}
 		res.rows += int64(len(u.keys))
 	}
-	res.rows -= dups
-	mk := &Marker{Source: Source, FromVersion: base.Version(), At: a.now().UTC(), Merged: map[string]uint64{}}
+	res.rows -= dups + deleted
+	mk := &Marker{Source: Source, FromVersion: found, At: a.now().UTC(), Merged: map[string]uint64{}}
 	oldMarker, oldInc := "", wal.Incarnation(base)
 	if old != nil {
 		*mk = *old

@@ -25,7 +25,13 @@
 // the reference's flush dedups). A row's content names where its newest copy comes from.
 //
 //   node tests/interop/lancecontext-fixture.mjs DIR [--stores N] [--generations G] [--rows R]
-//        [--storage-version 2.0|2.1] [--clone]
+//        [--storage-version 2.0|2.1] [--clone] [--tombstones] [--old-base-schema]
+//
+// --tombstones gives every generation the MemWAL's _tombstone column, and the last generation of
+// each store a tombstone deleting the store's last base row. --old-base-schema creates the base
+// tables without the five claim-check columns (model_input_string, model_output_string,
+// rationale, problem_text, user_metadata), as datasets created before they existed, while the
+// generations have them.
 //
 // --clone builds the first store with LanceDB and copies its directory for the others (same row ids:
 // a benchmark fixture of many stores in seconds rather than minutes). DIR must not exist or be empty.
@@ -97,6 +103,11 @@ const ROLLOUT_SCHEMA = {
   ],
 };
 
+const CLAIM_CHECK = ["model_input_string", "model_output_string", "rationale", "problem_text", "user_metadata"];
+const ROLLOUT_SCHEMA_OLD = { fields: ROLLOUT_SCHEMA.fields.filter((f) => !CLAIM_CHECK.includes(f.name)) };
+const TOMBSTONE_FIELD = { name: "_tombstone", type: "bool", nullable: false };
+const ROLLOUT_SCHEMA_TOMBSTONES = { fields: [...ROLLOUT_SCHEMA.fields, TOMBSTONE_FIELD] };
+
 const REGISTRY_SCHEMA = {
   fields: [
     { name: "name", type: "utf8", nullable: false },
@@ -136,7 +147,7 @@ const DATAGEN_SCHEMA = {
 };
 
 function parseArgs(argv) {
-  const flags = { stores: 3, generations: 3, rows: 20, "storage-version": "2.1", clone: false };
+  const flags = { stores: 3, generations: 3, rows: 20, "storage-version": "2.1", clone: false, tombstones: false, "old-base-schema": false };
   const valued = new Set(["stores", "generations", "rows", "storage-version"]);
   let dir;
   for (let i = 0; i < argv.length; i++) {
@@ -147,15 +158,15 @@ function parseArgs(argv) {
       continue;
     }
     const name = a.slice(2);
-    if (name === "clone") {
-      flags.clone = true;
+    if (name === "clone" || name === "tombstones" || name === "old-base-schema") {
+      flags[name] = true;
       continue;
     }
     if (!valued.has(name)) throw new UsageError(`unknown flag ${a}`);
     if (i + 1 >= argv.length) throw new UsageError(`flag ${a} needs a value`);
     flags[name] = argv[++i];
   }
-  if (dir === undefined) throw new UsageError("usage: lancecontext-fixture.mjs DIR [--stores N] [--generations G] [--rows R] [--storage-version 2.0|2.1] [--clone]");
+  if (dir === undefined) throw new UsageError("usage: lancecontext-fixture.mjs DIR [--stores N] [--generations G] [--rows R] [--storage-version 2.0|2.1] [--clone] [--tombstones] [--old-base-schema]");
   for (const [k, min] of [
     ["stores", 0],
     ["generations", 0],
@@ -240,6 +251,31 @@ async function createDataset(ctx, dest, spec, rows, where, metadata) {
   return table;
 }
 
+// createEvolvedDataset is createDataset for a table whose schema grew: it is created
+// empty with initial, gains each spec of adds in turn (all-null columns, new field ids
+// after the existing ones, as the reference's schema evolution does), then takes rows.
+// It returns the final column order.
+async function createEvolvedDataset(ctx, dest, initial, adds, rows, where) {
+  const name = `t${scratchN++}`;
+  const opts = { new_table_data_storage_version: ctx.storageVersion };
+  const empty = (spec) => Buffer.from(arrow.tableToIPC(tableFromRows(parseSchemaSpec(JSON.stringify(spec)), []), "file"));
+  await ctx.db.inner.createEmptyTable(name, empty(initial), "create", [], opts);
+  const tbl = await ctx.db.openTable(name);
+  let fields = [...initial.fields];
+  for (const add of adds) {
+    await tbl.inner.addColumnsWithSchema(empty(add));
+    fields = fields.concat(add.fields);
+  }
+  const full = { fields };
+  const schema = parseSchemaSpec(JSON.stringify(full));
+  const table = tableFromRows(schema, rowsFromJSONL(rows.map((r) => JSON.stringify(r)).join("\n"), schema));
+  await tbl.inner.add(Buffer.from(arrow.tableToIPC(table, "file")), "append");
+  if (where) await tbl.delete(where);
+  mkdirSync(path.dirname(dest), { recursive: true });
+  renameSync(path.join(ctx.scratch, `${name}.lance`), dest);
+  return full;
+}
+
 function withMetadata(schema, metadata) {
   if (!metadata) return schema;
   return new arrow.Schema(schema.fields, new Map(Object.entries(metadata)));
@@ -294,7 +330,7 @@ async function buildStore(ctx, name) {
     base.push(rolloutRow(id, "base", j));
     expected.set(id, `base:${id}`);
   }
-  await createDataset(ctx, dir, ROLLOUT_SCHEMA, base);
+  await createDataset(ctx, dir, ctx.oldBaseSchema ? ROLLOUT_SCHEMA_OLD : ROLLOUT_SCHEMA, base);
 
   const shard = uuidv5(NAMESPACE_OID, "rollout-0");
   const shardDir = path.join(dir, "_mem_wal", shard);
@@ -321,9 +357,29 @@ async function buildStore(ctx, name) {
     if (g >= 2) rows.push(rolloutRow(`${name}-g${g - 1}-1`, label, seq++));
     for (let k = 0; k < 3; k++) rows.push(rolloutRow(`${name}-g${g}-${k}`, label, seq++));
     for (const r of rows) if (!r.content.startsWith("stale:")) expected.set(r.id, r.content);
+    let genSchema = ROLLOUT_SCHEMA;
+    if (ctx.tombstones) {
+      genSchema = ROLLOUT_SCHEMA_TOMBSTONES;
+      for (const r of rows) r._tombstone = false;
+      if (g === ctx.generations) {
+        const id = `${name}-b${ctx.rows - 1}`;
+        rows.push({ ...rolloutRow(id, "deleted", seq++), _tombstone: true });
+        expected.delete(id);
+      }
+    }
     const genPath = `${randomBytes(4).toString("hex")}_gen_${g}`;
-    await createDataset(ctx, path.join(shardDir, genPath), ROLLOUT_SCHEMA, rows, g === 1 ? "content LIKE 'stale:%'" : undefined);
-    writeFileSync(path.join(walDir, bitReversed(g, "arrow")), walEntry(ROLLOUT_SCHEMA, rows, { writer_epoch: "1", generation: String(g) }));
+    const where = g === 1 ? "content LIKE 'stale:%'" : undefined;
+    if (ctx.oldBaseSchema) {
+      // Written after the reference evolved the base table: the claim-check columns have
+      // the ids the evolution gave them (after the old ones), and so does the memtable's
+      // _tombstone after them.
+      const adds = [{ fields: ROLLOUT_SCHEMA.fields.filter((f) => CLAIM_CHECK.includes(f.name)) }];
+      if (ctx.tombstones) adds.push({ fields: [{ ...TOMBSTONE_FIELD, nullable: true }] }); // added columns are nullable
+      genSchema = await createEvolvedDataset(ctx, path.join(shardDir, genPath), ROLLOUT_SCHEMA_OLD, adds, rows, where);
+    } else {
+      await createDataset(ctx, path.join(shardDir, genPath), genSchema, rows, where);
+    }
+    writeFileSync(path.join(walDir, bitReversed(g, "arrow")), walEntry(genSchema, rows, { writer_epoch: "1", generation: String(g) }));
     gens.push({ generation: g, path: genPath });
     writeManifest(g + 1);
   }
@@ -341,7 +397,16 @@ async function main() {
   mkdirSync(args.dir, { recursive: true });
   const scratch = path.join(args.dir, ".fixture-scratch");
   mkdirSync(scratch);
-  const ctx = { dir: args.dir, scratch, db: await lancedb.connect(scratch), storageVersion: args["storage-version"], rows: args.rows, generations: args.generations };
+  const ctx = {
+    dir: args.dir,
+    scratch,
+    db: await lancedb.connect(scratch),
+    storageVersion: args["storage-version"],
+    rows: args.rows,
+    generations: args.generations,
+    tombstones: args.tombstones,
+    oldBaseSchema: args["old-base-schema"],
+  };
   const stores = [];
   const names = [];
   for (let i = 0; i < args.stores; i++) names.push(`exp-${String(i).padStart(3, "0")}`);
@@ -365,7 +430,7 @@ async function main() {
     legacy.push(rolloutRow(id, "base", j));
     legacyExpected[id] = `base:${id}`;
   }
-  await createDataset(ctx, path.join(args.dir, "legacy.rollout.lance"), ROLLOUT_SCHEMA, legacy);
+  await createDataset(ctx, path.join(args.dir, "legacy.rollout.lance"), args["old-base-schema"] ? ROLLOUT_SCHEMA_OLD : ROLLOUT_SCHEMA, legacy);
   stores.push({ name: "legacy", kind: "rollout", registered: false, pending_generations: 0, base_rows: args.rows, expected: legacyExpected });
 
   await createDataset(ctx, path.join(args.dir, "_registry.generic.lance"), REGISTRY_SCHEMA, [{ name: "g0", uri: uri("g0", "generic"), created_at: T0 }]);
