@@ -24,12 +24,16 @@ type adoptFlags struct {
 	concurrency int
 	json        bool
 	noStats     bool
+	envErr      error
 }
 
 func (af *adoptFlags) register(f *pflag.FlagSet, prefix string) {
 	def := adopt.DefaultConcurrency
 	if v := envOr("LANCECTX_ADOPT_CONCURRENCY", ""); v != "" {
-		if n, err := parsePositive(v); err == nil {
+		n, err := parsePositive(v)
+		if err != nil {
+			af.envErr = fmt.Errorf("LANCECTX_ADOPT_CONCURRENCY: %w", err)
+		} else {
 			def = n
 		}
 	}
@@ -103,6 +107,9 @@ func openDataDir(ctx context.Context, store *storeFlags, uri string) (objstore.S
 }
 
 func runAdopt(ctx context.Context, store *storeFlags, uri string, af *adoptFlags, out io.Writer) error {
+	if af.envErr != nil {
+		return &exitError{code: 2, err: fmt.Errorf("environment: %w", af.envErr)}
+	}
 	if af.concurrency <= 0 {
 		return &exitError{code: 2, err: errors.New("--concurrency must be positive")}
 	}

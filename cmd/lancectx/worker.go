@@ -282,6 +282,9 @@ func (wf *workerFlags) validate() error {
 	check(wf.flushTimeout > 0, "--flush-timeout must be positive")
 	check(wf.shutdownTimeout > 0, "--shutdown-timeout must be positive")
 	check(wf.adoptF.concurrency > 0, "--adopt-concurrency must be positive")
+	if wf.adoptF.envErr != nil {
+		errs = append(errs, fmt.Errorf("environment: %w", wf.adoptF.envErr))
+	}
 	if err := wf.sec.validate(); err != nil {
 		errs = append(errs, err)
 	}
