@@ -106,12 +106,12 @@ func TestAdoptCommandBadInput(t *testing.T) {
 		want     string
 		exitCode int // 0: any error
 	}{
-		"a missing directory":         {missing, "does not exist", 0},
-		"a file":                      {file, "is not a directory", 0},
-		"an empty directory":          {empty, "holds no datasets", 0},
-		"a file URI with a host":      {"file://somehost/data", "bad data directory URI", 2},
-		"a scheme lancectx lacks":     {"nosuch://bucket/data", "nosuch", 2},
-		"an empty concurrency is bad": {empty + " --concurrency 0", "--concurrency must be positive", 2},
+		"a missing directory":     {missing, "does not exist", 0},
+		"a file":                  {file, "is not a directory", 0},
+		"an empty directory":      {empty, "holds no datasets", 0},
+		"a file URI with a host":  {"file://somehost/data", "bad data directory URI", 2},
+		"a scheme lancectx lacks": {"nosuch://bucket/data", "nosuch", 2},
+		"a zero concurrency":      {empty + " --concurrency 0", "--concurrency must be positive", 2},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
