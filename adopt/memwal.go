@@ -247,7 +247,7 @@ func parseBitReversedName(name, ext string) (uint64, bool) {
 // table's __lance_mem_wal index (empty when the table has none).
 func mergedWatermarks(base *lance.Dataset) (map[string]uint64, error) {
 	out := map[string]uint64{}
-	for _, idx := range base.Indices() {
+	for _, idx := range base.IndexMetadata() {
 		if idx.GetName() != memWALIndexName || idx.GetIndexDetails() == nil {
 			continue
 		}

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lancectx/lancectx/objstore"
@@ -440,9 +439,28 @@ func (c *cleaner) referenced(ctx context.Context, refs []manifestRef) (map[strin
 			if len(m.GetBasePaths()) > 0 {
 				return fmt.Errorf("%w: cleanup of a dataset with base paths (version %d)", ErrUnsupported, m.GetVersion())
 			}
+			// Every index directory a retained version lists must be kept; an index whose
+			// uuid cannot be read would have its files deleted, so the pass stops instead.
+			indexDirs := make([]string, 0, len(mf.Indices.GetIndices()))
+			for _, idx := range mf.Indices.GetIndices() {
+				id, err := indexUUID(idx)
+				if err != nil {
+					return fmt.Errorf("cleanup: %s: %w", r.Key, err)
+				}
+				indexDirs = append(indexDirs, indicesDir+id+"/")
+			}
+			for _, f := range m.GetFragments() {
+				if hasExternalRowMeta(f) {
+					return fmt.Errorf("%w: cleanup of a dataset keeping row ids in external files (version %d, fragment %d)",
+						ErrUnsupported, m.GetVersion(), f.GetId())
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			c.res.ManifestsRead++
+			for _, d := range indexDirs {
+				out[d] = true
+			}
 			for _, f := range m.GetFragments() {
 				for _, df := range f.GetFiles() {
 					out[dataDir+df.GetPath()] = true
@@ -453,11 +471,6 @@ func (c *cleaner) referenced(ctx context.Context, refs []manifestRef) (map[strin
 			}
 			if t := m.GetTransactionFile(); t != "" {
 				out[transactionsDir+t] = true
-			}
-			for _, idx := range mf.Indices.GetIndices() {
-				if id, err := uuid.FromBytes(idx.GetUuid().GetUuid()); err == nil {
-					out[indicesDir+id.String()+"/"] = true
-				}
 			}
 			return nil
 		})

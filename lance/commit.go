@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"time"
 
@@ -167,6 +168,18 @@ func commit(ctx context.Context, st objstore.Store, base *Dataset, op operation,
 		if err != nil {
 			return nil, err
 		}
+		// Lance keeps fragments in id order (its compaction planner relies on it: a
+		// rewrite of fragments out of order makes Lance 8 panic), and so do we: a
+		// compaction's new fragments, with the highest ids, go to the end.
+		sort.SliceStable(next.Manifest.Fragments, func(i, j int) bool {
+			return next.Manifest.Fragments[i].GetId() < next.Manifest.Fragments[j].GetId()
+		})
+		if err := assignRowIDs(cur, next); err != nil {
+			return nil, err
+		}
+		if err := maintainIndices(txn, cur, next); err != nil {
+			return nil, fmt.Errorf("%s: %w", op.name(), err)
+		}
 		m := next.Manifest
 		m.Version = max(opts.firstVersion, 1)
 		if cur != nil {
@@ -256,12 +269,21 @@ func updateMaxFragmentID(m *tablepb.Manifest) {
 	}
 }
 
-// nextFragmentID is the first unused fragment id of m.
+// nextFragmentID is the first unused fragment id of m: past max_fragment_id and past
+// every fragment present (a manifest of an old writer may lack max_fragment_id). A
+// reused id would be taken for the removed fragment an index's bitmap still names.
 func nextFragmentID(m *tablepb.Manifest) uint64 {
-	if m == nil || m.MaxFragmentId == nil {
+	if m == nil {
 		return 0
 	}
-	return uint64(m.GetMaxFragmentId()) + 1
+	next := uint64(0)
+	if m.MaxFragmentId != nil {
+		next = uint64(m.GetMaxFragmentId()) + 1
+	}
+	for _, f := range m.GetFragments() {
+		next = max(next, f.GetId()+1)
+	}
+	return next
 }
 
 // cloneBase starts the next manifest from base: same schema, fragments, config, metadata,

@@ -140,25 +140,6 @@ func fragmentBytes(f *tablepb.DataFragment) int64 {
 	return n
 }
 
-// indexedFragments returns the fragment ids any index covers.
-func indexedFragments(idx *tablepb.IndexSection) (map[uint64]bool, error) {
-	out := map[uint64]bool{}
-	for _, im := range idx.GetIndices() {
-		if len(im.GetFragmentBitmap()) == 0 {
-			continue
-		}
-		bm := roaring.New()
-		if err := bm.UnmarshalBinary(im.GetFragmentBitmap()); err != nil {
-			return nil, corruptf("index "+im.GetName(), "fragment bitmap: %v", err)
-		}
-		it := bm.Iterator()
-		for it.HasNext() {
-			out[uint64(it.Next())] = true
-		}
-	}
-	return out, nil
-}
-
 // Compact rewrites small fragments (and fragments with deletions) of this version into
 // fragments of the target size, streaming rows through bounded batches, and commits
 // like Lance: ReserveFragments, then Rewrite with the reserved ids. Indices and table
@@ -189,6 +170,16 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 	if o.MaxFragments > 0 {
 		plan, truncated = limitFragments(plan, o.MaxFragments)
 	}
+	stable := usesStableRowIDs(d.mf.Manifest)
+	if stable {
+		for _, g := range plan {
+			for _, f := range g {
+				if hasExternalRowMeta(f) {
+					return nil, res, fmt.Errorf("%w: compaction of fragment %d, whose row ids or row versions are in an external file", ErrUnsupported, f.GetId())
+				}
+			}
+		}
+	}
 	wopts := WriteOptions{MaxRowsPerFile: o.TargetRowsPerFragment, MaxBytesPerFile: o.TargetBytesPerFragment, PageBytes: o.PageBytes}
 	wopts.defaults()
 	groups := make([]compactionGroup, 0, len(plan))
@@ -197,6 +188,13 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 		newFrags, err := d.rewriteGroup(ctx, old, o, wopts, &res)
 		if err != nil {
 			return nil, res, err
+		}
+		if stable {
+			// Stable row ids survive compaction: the new fragments take the ids of the
+			// rows they hold.
+			if err := carryRowIDs(ctx, d.store, old, newFrags); err != nil {
+				return nil, res, fmt.Errorf("compact: %w", err)
+			}
 		}
 		groups = append(groups, compactionGroup{old: old, new: newFrags})
 		total += uint32(len(newFrags))
@@ -225,7 +223,11 @@ func (d *Dataset) Compact(ctx context.Context, o CompactOptions) (*Dataset, Comp
 		if lerr != nil {
 			return nil, res, fmt.Errorf("compact: commit rewrite: %w (then reading the latest version: %v)", err, lerr)
 		}
-		kept := intactGroups(latest.Fragments(), groups)
+		indexed, ierr := indexedFragments(latest.mf.Indices)
+		if ierr != nil {
+			return nil, res, fmt.Errorf("compact: commit rewrite: %w (then reading the latest indices: %v)", err, ierr)
+		}
+		kept := intactGroups(latest.Fragments(), indexed, groups)
 		if len(kept) == 0 {
 			break
 		}
@@ -286,8 +288,8 @@ func limitFragments(plan [][]*tablepb.DataFragment, max int) ([][]*tablepb.DataF
 const compactRecommits = 3
 
 // intactGroups returns the groups whose old fragments are all still in frags
-// unchanged.
-func intactGroups(frags []*tablepb.DataFragment, groups []compactionGroup) []compactionGroup {
+// unchanged and covered by no index (an index built meanwhile may cover them).
+func intactGroups(frags []*tablepb.DataFragment, indexed map[uint64]bool, groups []compactionGroup) []compactionGroup {
 	byID := make(map[uint64]*tablepb.DataFragment, len(frags))
 	for _, f := range frags {
 		byID[f.GetId()] = f
@@ -296,7 +298,7 @@ func intactGroups(frags []*tablepb.DataFragment, groups []compactionGroup) []com
 outer:
 	for _, g := range groups {
 		for _, f := range g.old {
-			if cur, ok := byID[f.GetId()]; !ok || !proto.Equal(cur, f) {
+			if cur, ok := byID[f.GetId()]; !ok || !proto.Equal(cur, f) || indexed[f.GetId()] {
 				continue outer
 			}
 		}
@@ -317,7 +319,7 @@ func (d *Dataset) rewriteGroup(ctx context.Context, old []*tablepb.DataFragment,
 	}
 	defer s.Release()
 	counted := &countingReader{Scanner: s}
-	frags, err := writeFragments(ctx, d.store, d.schema, counted, wopts)
+	frags, err := d.writeDataFragments(ctx, counted, wopts)
 	if err != nil {
 		return nil, fmt.Errorf("compact: rewrite fragments %v: %w", ids, err)
 	}

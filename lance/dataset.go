@@ -1,9 +1,3 @@
-// Package lance reads and writes Lance datasets (table format with data files in Lance
-// file format 2.0) in pure Go, on any objstore.Store. The bytes it writes are read by the
-// official implementation (pylance, LanceDB) and it reads what they write in format 2.0.
-//
-// A *Dataset is an immutable snapshot of one version: every method that commits returns
-// a new *Dataset and leaves the receiver unchanged, so readers never wait on writers.
 package lance
 
 import (

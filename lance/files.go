@@ -31,9 +31,15 @@ type DataFileInfo struct {
 
 // WriteDataFile writes every batch of rdr into one Lance data file at key (relative to
 // the store root, anywhere: e.g. a WAL generation outside data/), with the field ids of
-// sch. Batches are conformed to sch like Append does. The object appears only when
-// complete.
+// sch, in format opts.DataStorageVersion (empty: DefaultDataStorageVersion; a file meant
+// for a dataset must have the dataset's version, CommitFiles checks it). Batches are
+// conformed to sch like Append does. The object appears only when complete.
 func WriteDataFile(ctx context.Context, st objstore.Store, key string, sch *schema.Schema, rdr array.RecordReader, opts WriteOptions) (DataFileInfo, error) {
+	storage, err := ParseDataStorageVersion(opts.DataStorageVersion)
+	if err != nil {
+		return DataFileInfo{}, err
+	}
+	format, _ := file.ParseFormatVersion(storage)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -46,7 +52,7 @@ func WriteDataFile(ctx context.Context, st objstore.Store, key string, sch *sche
 		<-done
 		return DataFileInfo{}, err
 	}
-	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes})
+	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes, Version: format})
 	if err != nil {
 		return fail(err)
 	}
@@ -123,18 +129,11 @@ var ErrPrecondition = fmt.Errorf("%w: table metadata precondition failed", ErrCo
 // against the fragment state the commit lands on: if a concurrent commit added rows or
 // touched the same fragments, the caller's view of which rows to delete may be stale, so
 // the commit fails with an error wrapping ErrConflict and the caller recomputes.
-//
-// The files must be of the table's data storage version (a table holds files of one
-// version only); that is all CommitFiles needs to write to it, since it never encodes
-// data itself: it takes files written by someone else (a WAL seal, another dataset).
 func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, error) {
-	if err := checkWriterFlags(d.mf.Manifest); err != nil {
+	if err := d.checkWritable(); err != nil {
 		return nil, err
 	}
 	for _, f := range c.Files {
-		if err := d.checkFileVersion(f); err != nil {
-			return nil, err
-		}
 		if f.Deleted != nil && f.Deleted.GetCardinality() >= f.Rows {
 			return nil, fmt.Errorf("lance: data file %s: every one of its %d rows is deleted", f.Path, f.Rows)
 		}
@@ -275,25 +274,10 @@ func (d *Dataset) FindKeys(ctx context.Context, column string, keys map[string]s
 	})
 }
 
-// checkFileVersion refuses a file of another data storage version than the table's.
-func (d *Dataset) checkFileVersion(f NamedDataFile) error {
-	want := d.DataStorageVersion()
-	if want == "" {
-		return nil
-	}
-	major, minor := f.Major, f.Minor
-	if major == 0 && minor == 3 { // the footer version of 2.0 files
-		major, minor = 2, 0
-	}
-	if have := fmt.Sprintf("%d.%d", major, minor); have != want {
-		return fmt.Errorf("%w: data file %s is format %s; the table stores format %s", ErrUnsupported, f.Path, have, want)
-	}
-	return nil
-}
-
-// Indices returns the index metadata of this version (nil: none). The messages are
-// shared with the dataset: do not modify them.
-func (d *Dataset) Indices() []*tablepb.IndexMetadata { return d.mf.Indices.GetIndices() }
+// IndexMetadata returns the index metadata of this version as stored (nil: none),
+// details included (Indices summarises them). The messages are shared with the
+// dataset: do not modify them.
+func (d *Dataset) IndexMetadata() []*tablepb.IndexMetadata { return d.mf.Indices.GetIndices() }
 
 // IsConflict reports whether err is a commit conflict (retry on a newer version).
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }

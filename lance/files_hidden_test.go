@@ -61,8 +61,8 @@ func TestCommitFilesHidesRowsOfAddedFiles(t *testing.T) {
 
 	other := info
 	other.Major, other.Minor = 2, 1
-	if _, err := out.CommitFiles(ctx, FilesCommit{Files: []NamedDataFile{{Path: "extra.lance", DataFileInfo: other}}}); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("a 2.1 file into a 2.0 table: %v, want ErrUnsupported", err)
+	if _, err := out.CommitFiles(ctx, FilesCommit{Files: []NamedDataFile{{Path: "extra.lance", DataFileInfo: other}}}); !errors.Is(err, ErrStorageVersion) {
+		t.Errorf("a 2.1 file into a 2.0 table: %v, want ErrStorageVersion", err)
 	}
 	all := roaring.New()
 	all.AddRange(0, info.Rows)

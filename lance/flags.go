@@ -21,9 +21,10 @@ const (
 // row addresses anyway; base paths need path resolution lancectx does not do.
 const readerFlagsKnown = flagDeletionFiles | flagStableRowIDs | flagUseV2Format | flagTableConfig | flagDisableTransaction
 
-// writerFlagsKnown: lancectx cannot maintain stable row id sequences, so it refuses to
-// write to such datasets rather than corrupt them.
-const writerFlagsKnown = flagDeletionFiles | flagUseV2Format | flagTableConfig | flagDisableTransaction
+// writerFlagsKnown: every commit on a dataset with stable row ids gives the fragments it
+// adds row ids and advances next_row_id (assignRowIDs), and compaction carries them over
+// (carryRowIDs). Base paths stay refused: lancectx does not resolve them.
+const writerFlagsKnown = flagDeletionFiles | flagStableRowIDs | flagUseV2Format | flagTableConfig | flagDisableTransaction
 
 func checkReaderFlags(m *tablepb.Manifest) error {
 	if unknown := m.GetReaderFeatureFlags() &^ readerFlagsKnown; unknown != 0 {
@@ -40,12 +41,19 @@ func checkWriterFlags(m *tablepb.Manifest) error {
 }
 
 // setFeatureFlags recomputes the flags from content, as Lance does on every commit.
+// Stable row ids are a property of the dataset, not only of its fragments: the flag
+// stays once set (an emptied table keeps it), and any fragment with row ids sets it.
 func setFeatureFlags(m *tablepb.Manifest) {
 	var f uint64
+	if usesStableRowIDs(m) {
+		f |= flagStableRowIDs
+	}
 	for _, frag := range m.GetFragments() {
 		if frag.GetDeletionFile() != nil {
 			f |= flagDeletionFiles
-			break
+		}
+		if frag.GetRowIdSequence() != nil {
+			f |= flagStableRowIDs
 		}
 	}
 	var w uint64 = f

@@ -307,7 +307,7 @@ func (d *Dataset) MergeInsert(ctx context.Context, key string, rdr array.RecordR
 	if err != nil {
 		return nil, MergeInsertResult{}, err
 	}
-	added, err := writeFragments(ctx, d.store, d.schema, inRdr, opts)
+	added, err := d.writeDataFragments(ctx, inRdr, opts)
 	inRdr.Release()
 	if err != nil {
 		return nil, MergeInsertResult{}, err

@@ -51,9 +51,26 @@ func (o *appendOp) apply(_ context.Context, _ objstore.Store, base *manifestFile
 	if base == nil {
 		return nil, fmt.Errorf("%w: append needs an existing dataset", ErrDatasetNotFound)
 	}
+	if err := checkStorageVersion(base.Manifest, o.fragments); err != nil {
+		return nil, err
+	}
 	next := cloneBase(base)
 	next.Manifest.Fragments = append(next.Manifest.Fragments, assignIDs(next.Manifest, o.fragments)...)
 	return next, nil
+}
+
+// checkStorageVersion refuses new data files whose version is not the dataset's, as
+// Lance does on every commit: a dataset's data files all have one version.
+func checkStorageVersion(m *tablepb.Manifest, frags []*tablepb.DataFragment) error {
+	want := manifestStorageVersion(m)
+	for _, f := range frags {
+		for _, df := range f.GetFiles() {
+			if got := fileVersionString(df.GetFileMajorVersion(), df.GetFileMinorVersion()); got != want {
+				return fmt.Errorf("%w: data file %s has version %s, the dataset's data storage version is %s", ErrStorageVersion, df.GetPath(), got, want)
+			}
+		}
+	}
+	return nil
 }
 
 func (o *appendOp) rebase(other *tablepb.Transaction) error {
@@ -199,6 +216,11 @@ func (o *updateOp) fill(txn *tablepb.Transaction) {
 }
 
 func (o *updateOp) apply(ctx context.Context, st objstore.Store, base *manifestFile) (*manifestFile, error) {
+	if base != nil {
+		if err := checkStorageVersion(base.Manifest, o.added); err != nil {
+			return nil, err
+		}
+	}
 	next, err := o.deleteOp.apply(ctx, st, base)
 	if err != nil {
 		return nil, err

@@ -19,8 +19,29 @@ import (
 	"github.com/lancectx/lancectx/objstore"
 )
 
-// DataStorageVersion written by this package for new datasets.
-const DataStorageVersion = "2.0"
+// DefaultDataStorageVersion is the data storage version (the Lance data file format,
+// "2.0" or "2.1") of datasets this package creates when WriteOptions.DataStorageVersion
+// is empty. Writes into an existing dataset always use that dataset's version.
+//
+// It stays "2.0" while lancectx only reads 2.0 files: a 2.1 reader is being written in
+// another branch, and this flips to "2.1" (LanceDB 0.31's default) when it lands.
+const DefaultDataStorageVersion = "2.0"
+
+// ErrStorageVersion is wrapped by errors about data storage versions: a value other than
+// "2.0" or "2.1", or one that differs from the version of the dataset written to.
+var ErrStorageVersion = errors.New("lance: data storage version")
+
+// ParseDataStorageVersion checks a data storage version as options and flags spell it
+// ("2.0" or "2.1"; empty means DefaultDataStorageVersion) and returns it.
+func ParseDataStorageVersion(s string) (string, error) {
+	if s == "" {
+		return DefaultDataStorageVersion, nil
+	}
+	if _, err := file.ParseFormatVersion(s); err != nil {
+		return "", fmt.Errorf("%w %q: lancectx writes data files in format 2.0 or 2.1", ErrStorageVersion, s)
+	}
+	return s, nil
+}
 
 // WriteMode selects what Write does when a dataset already exists.
 type WriteMode int
@@ -58,6 +79,14 @@ type WriteOptions struct {
 	MaxBytesPerFile int64
 	// PageBytes is the per-column page buffer of the file writer (default 8 MiB).
 	PageBytes int
+	// DataStorageVersion is the data file format of a dataset this write creates ("2.0"
+	// or "2.1"; empty: DefaultDataStorageVersion), also when an overwrite replaces a
+	// dataset. Appends and every other write into an existing dataset use the
+	// dataset's version (Lance refuses datasets with mixed versions); asking for another
+	// one there is an error wrapping ErrStorageVersion.
+	DataStorageVersion string
+	// format is the resolved file format of the data files written.
+	format file.FormatVersion
 	// Config is merged into the table config on create and overwrite.
 	Config map[string]string
 	// Properties are recorded in the transaction (transaction_properties).
@@ -140,12 +169,21 @@ func WriteStore(ctx context.Context, st objstore.Store, rdr array.RecordReader, 
 	if err != nil {
 		return nil, err
 	}
+	storage := opts.DataStorageVersion
+	if storage == "" && existing != nil {
+		// An overwrite keeps the dataset's version unless asked otherwise.
+		storage, _ = existing.fileVersion()
+	}
+	if storage, err = ParseDataStorageVersion(storage); err != nil {
+		return nil, err
+	}
+	opts.format, _ = file.ParseFormatVersion(storage)
 	frags, err := writeFragments(ctx, st, sch, rdr, opts)
 	if err != nil {
 		return nil, err
 	}
 	fields, meta := sch.ToProto()
-	op := &overwriteOp{fragments: frags, fields: fields, schemaMeta: meta, configUpserts: opts.Config, storage: DataStorageVersion}
+	op := &overwriteOp{fragments: frags, fields: fields, schemaMeta: meta, configUpserts: opts.Config, storage: storage}
 	return commit(ctx, st, existing, op, opts.commitOptions())
 }
 
@@ -159,7 +197,7 @@ func (d *Dataset) Append(ctx context.Context, rdr array.RecordReader, opts Write
 	if err := opts.checkExpected(d.Version()); err != nil {
 		return nil, err
 	}
-	frags, err := writeFragments(ctx, d.store, d.schema, rdr, opts)
+	frags, err := d.writeDataFragments(ctx, rdr, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -182,10 +220,79 @@ func (d *Dataset) checkWritable() error {
 	if err := checkWriterFlags(d.mf.Manifest); err != nil {
 		return err
 	}
-	if v := d.DataStorageVersion(); v != "" && v != DataStorageVersion {
-		return fmt.Errorf("%w: dataset stores data files in format %s; lancectx writes %s", ErrUnsupported, v, DataStorageVersion)
+	if v, err := d.fileVersion(); err != nil {
+		return fmt.Errorf("%w: dataset stores data files in format %s; lancectx writes 2.0 and 2.1", ErrUnsupported, v)
 	}
 	return nil
+}
+
+// fileVersion is the data storage version new data files of the dataset must have:
+// the manifest's data format or, in manifests without one, the version of its data
+// files (2.0 when it has none). The error says lancectx cannot write it.
+func (d *Dataset) fileVersion() (string, error) {
+	v := manifestStorageVersion(d.mf.Manifest)
+	if _, err := file.ParseFormatVersion(v); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+// WriteStorageVersion is the data storage version of data files written into the
+// dataset ("2.0", "2.1", or a version lancectx cannot write, which writes then refuse):
+// the manifest's data format or, for manifests without one, its data files' version.
+func (d *Dataset) WriteStorageVersion() string {
+	v, _ := d.fileVersion()
+	return v
+}
+
+// manifestStorageVersion is a manifest's data storage version, as Lance infers it.
+func manifestStorageVersion(m *tablepb.Manifest) string {
+	if v := m.GetDataFormat().GetVersion(); v != "" {
+		return v
+	}
+	for _, f := range m.GetFragments() {
+		for _, df := range f.GetFiles() {
+			return fileVersionString(df.GetFileMajorVersion(), df.GetFileMinorVersion())
+		}
+	}
+	return "2.0"
+}
+
+// fileVersionString names a DataFile's version the way manifests spell data storage
+// versions ((0,3) and (2,0) are both 2.0; (0,1) and (0,2) legacy).
+func fileVersionString(major, minor uint32) string {
+	switch {
+	case major == 0 && minor == 3:
+		return "2.0"
+	case major == 0:
+		return "0.1"
+	}
+	return fmt.Sprintf("%d.%d", major, minor)
+}
+
+// writeOptions resolves the file format of data files written into d: the dataset's,
+// which an explicit opts.DataStorageVersion must match.
+func (d *Dataset) writeOptions(opts WriteOptions) (WriteOptions, error) {
+	v, err := d.fileVersion()
+	if err != nil {
+		return opts, fmt.Errorf("%w: dataset stores data files in format %s; lancectx writes 2.0 and 2.1", ErrUnsupported, v)
+	}
+	if opts.DataStorageVersion != "" && opts.DataStorageVersion != v {
+		return opts, fmt.Errorf("%w: the dataset stores data files in format %s, the write asked for %s (a dataset's files all have one version)",
+			ErrStorageVersion, v, opts.DataStorageVersion)
+	}
+	opts.format, _ = file.ParseFormatVersion(v)
+	return opts, nil
+}
+
+// writeDataFragments writes rdr as new data files of the dataset (one fragment each),
+// in the dataset's data storage version.
+func (d *Dataset) writeDataFragments(ctx context.Context, rdr array.RecordReader, opts WriteOptions) ([]*tablepb.DataFragment, error) {
+	opts, err := d.writeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return writeFragments(ctx, d.store, d.schema, rdr, opts)
 }
 
 // newDataFileName follows Lance's convention: 16 random bytes, the first 3 as 24 binary
@@ -286,7 +393,7 @@ func newFileSink(ctx context.Context, st objstore.Store, sch *schema.Schema, opt
 		_ = pr.CloseWithError(err) // unblock the writer if the store gave up
 		s.done <- err
 	}()
-	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes})
+	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes, Version: opts.format})
 	if err != nil {
 		s.abort(err)
 		return nil, err

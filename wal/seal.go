@@ -117,7 +117,7 @@ func (s *Shard) sealOne(mt *memtable) error {
 		if err != nil {
 			return err
 		}
-		info, err := lance.WriteDataFile(ctx, s.st, shardDir(s.id)+path, s.schema, rdr, lance.WriteOptions{})
+		info, err := lance.WriteDataFile(ctx, s.st, shardDir(s.id)+path, s.schema, rdr, lance.WriteOptions{DataStorageVersion: s.storage})
 		rdr.Release()
 		if err != nil {
 			return fmt.Errorf("wal: write generation %d: %w", mt.gen, err)

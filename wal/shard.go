@@ -214,13 +214,16 @@ type AppendResult struct {
 // Shard is the writer of one WAL shard of one dataset. Its methods are safe for
 // concurrent use.
 type Shard struct {
-	opts    Options
-	st      objstore.Store
-	id      string
-	log     *slog.Logger
-	met     *Metrics
-	schema  *schema.Schema
-	arrow   *arrow.Schema
+	opts   Options
+	st     objstore.Store
+	id     string
+	log    *slog.Logger
+	met    *Metrics
+	schema *schema.Schema
+	arrow  *arrow.Schema
+	// storage is the base table's data storage version, which generation files
+	// (committed into it by merges) must have.
+	storage string
 	keyIdx  int
 	keyType arrow.DataType
 	keyOf   func(arrow.Array, int) string
@@ -331,6 +334,7 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		log:        opts.Logger.With("shard", opts.ShardID),
 		schema:     base.Schema(),
 		arrow:      base.Schema().Arrow(),
+		storage:    base.WriteStorageVersion(),
 		reader:     reader,
 		ownReader:  ownReader,
 		queue:      make(chan *appendReq, 4096),

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/provider"
 	"github.com/lancectx/lancectx/rollout"
@@ -68,6 +69,10 @@ type Config struct {
 	// WorkerID is the worker's stable identity (a StatefulSet pod name): its WAL shard
 	// in every dataset is wal.ShardID(WorkerID, the dataset's incarnation). Required.
 	WorkerID string
+	// DataStorageVersion is the Lance data file format ("2.0" or "2.1") of the stores
+	// this worker creates; empty means lance.DefaultDataStorageVersion. Existing
+	// stores keep theirs: appends and merges write each store's own version.
+	DataStorageVersion string
 
 	// WAL settings (see wal.Options); zero means the wal package default, except
 	// MaxInflightEntries: 1 on file:// and mem://, 4 on cloud stores.
@@ -154,6 +159,11 @@ func (c Config) withDefaults() (Config, error) {
 	if err := validateWorkerID(c.WorkerID); err != nil {
 		return c, err
 	}
+	v, err := lance.ParseDataStorageVersion(c.DataStorageVersion)
+	if err != nil {
+		return c, fmt.Errorf("worker: Config.DataStorageVersion: %w", err)
+	}
+	c.DataStorageVersion = v
 	if c.MaxInflightEntries <= 0 {
 		c.MaxInflightEntries = wal.DefaultMaxInflightEntries
 		if u, err := objstore.ParseURI(c.DataDir); err == nil && u.Scheme != "file" && u.Scheme != "mem" && u.Scheme != "" {
@@ -271,6 +281,7 @@ func (c Config) Summary() []any {
 	return []any{
 		"data_dir", MaskURI(c.DataDir),
 		"worker_id", c.WorkerID,
+		"data_storage_version", c.DataStorageVersion,
 		"wal_seal_bytes", c.SealBytes,
 		"wal_seal_interval", c.SealInterval.String(),
 		"wal_group_commit_max_bytes", c.GroupCommitMaxBytes,

@@ -121,7 +121,7 @@ func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, e
 		var ds *lance.Dataset
 		// The table carries the incarnation every writer checks, and starts past the
 		// history of a deleted store of the same name (registry.Entry.FirstVersion).
-		ds, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate,
+		ds, err = lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate, DataStorageVersion: s.cfg.DataStorageVersion,
 			Config: map[string]string{wal.IncarnationKey: entry.Incarnation}, FirstVersion: entry.FirstVersion})
 		rdr.Release()
 		if err == nil {

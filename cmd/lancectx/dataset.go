@@ -216,6 +216,7 @@ decimal strings and binary values as base64, so no value loses precision.`,
 func newImportCmd(store *storeFlags) *cobra.Command {
 	var (
 		jsonl, schemaFile, mode string
+		storageVersion          string
 		batchRows               int
 		maxRowsPerFile          int64
 	)
@@ -232,6 +233,11 @@ Use --jsonl - to read standard input. Nothing is committed unless every row is v
 			m, err := lance.ParseWriteMode(mode)
 			if err != nil {
 				return err
+			}
+			if storageVersion != "" {
+				if _, err := lance.ParseDataStorageVersion(storageVersion); err != nil {
+					return &exitError{code: 2, err: fmt.Errorf("--data-storage-version (env LANCECTX_DATA_STORAGE_VERSION): %w", err)}
+				}
 			}
 			var in io.Reader = cmd.InOrStdin()
 			if jsonl != "-" {
@@ -255,7 +261,7 @@ Use --jsonl - to read standard input. Nothing is committed unless every row is v
 			if err != nil {
 				return err
 			}
-			ds, err := lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: m, MaxRowsPerFile: maxRowsPerFile})
+			ds, err := lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: m, MaxRowsPerFile: maxRowsPerFile, DataStorageVersion: storageVersion})
 			if err != nil {
 				return err
 			}
@@ -267,6 +273,9 @@ Use --jsonl - to read standard input. Nothing is committed unless every row is v
 	cmd.Flags().StringVar(&mode, "mode", "create", "create | append | overwrite")
 	cmd.Flags().IntVar(&batchRows, "batch-rows", 8192, "rows per Arrow batch while importing")
 	cmd.Flags().Int64Var(&maxRowsPerFile, "max-rows-per-file", 0, "rows per data file (default 1,048,576)")
+	cmd.Flags().StringVar(&storageVersion, "data-storage-version", envOr("LANCECTX_DATA_STORAGE_VERSION", ""),
+		"Lance data file format of a dataset this creates (or overwrites): 2.0 or 2.1; appends use the dataset's "+
+			"(default "+lance.DefaultDataStorageVersion+", env LANCECTX_DATA_STORAGE_VERSION)")
 	_ = cmd.MarkFlagRequired("jsonl")
 	return cmd
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lancectx/lancectx/auth"
 	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/rollout"
 	"github.com/lancectx/lancectx/wal"
 	"github.com/lancectx/lancectx/worker"
@@ -27,6 +28,7 @@ import (
 // variable (the reference system's name where it had one).
 type workerFlags struct {
 	dataDir         string
+	storageVersion  string
 	listen          string
 	workerID        string
 	sealBytes       workerBytes
@@ -135,6 +137,8 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&wf.dataDir, "data-dir", wf.envStr("./lance-data", "LANCECTX_DATA_DIR"),
 		"data directory URI: a path, file:///path, s3://bucket/prefix, az://container/prefix, mem:// (env LANCECTX_DATA_DIR)")
 	f.StringVar(&wf.listen, "listen", wf.envStr(":3000", "LANCECTX_LISTEN"), "HTTP listen address (env LANCECTX_LISTEN)")
+	f.StringVar(&wf.storageVersion, "data-storage-version", wf.envStr(lance.DefaultDataStorageVersion, "LANCECTX_DATA_STORAGE_VERSION"),
+		"Lance data file format of the stores created: 2.0 or 2.1 (LanceDB 0.31's default); existing stores keep theirs (env LANCECTX_DATA_STORAGE_VERSION)")
 	f.StringVar(&wf.workerID, "worker-id", wf.envStr(host, "LANCECTX_WORKER_ID", "INSTANCE_ID"),
 		"stable worker identity, e.g. the StatefulSet pod name; its WAL shard in every dataset derives from it (env LANCECTX_WORKER_ID or INSTANCE_ID; default the hostname)")
 	wf.sealBytes = workerBytes(wf.envBytes(wal.DefaultSealBytes, "LANCECTX_WAL_SEAL_BYTES"))
@@ -256,6 +260,9 @@ func (wf *workerFlags) validate() error {
 		}
 	}
 	check(strings.TrimSpace(wf.dataDir) != "", "--data-dir is required")
+	if _, err := lance.ParseDataStorageVersion(wf.storageVersion); err != nil {
+		errs = append(errs, fmt.Errorf("--data-storage-version (env LANCECTX_DATA_STORAGE_VERSION): %w", err))
+	}
 	check(strings.TrimSpace(wf.workerID) != "", "--worker-id is required (no hostname to default to)")
 	check(wf.listen != "", "--listen is required")
 	check(wf.sealBytes > 0, "--wal-seal-bytes must be positive")
@@ -303,6 +310,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		DataDir:               wf.dataDir,
 		StoreConfig:           store.cfg,
 		WorkerID:              wf.workerID,
+		DataStorageVersion:    wf.storageVersion,
 		SealBytes:             int64(wf.sealBytes),
 		SealInterval:          wf.sealInterval,
 		GroupCommitMaxBytes:   int64(wf.groupCommit),

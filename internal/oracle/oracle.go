@@ -175,6 +175,9 @@ type CreateOptions struct {
 	StorageVersion string
 	// Overwrite replaces an existing table instead of failing.
 	Overwrite bool
+	// StableRowIDs creates the table with stable row ids (feature flag 2; LanceDB's storage option
+	// new_table_enable_stable_row_ids).
+	StableRowIDs bool
 }
 
 // Create creates the table at path (a NAME.lance directory) with the given schema spec and rows
@@ -197,6 +200,9 @@ func (o *Oracle) Create(path string, schemaJSON []byte, rows []string, opts Crea
 	}
 	if opts.Overwrite {
 		args = append(args, "--mode", "overwrite")
+	}
+	if opts.StableRowIDs {
+		args = append(args, "--stable-row-ids")
 	}
 	var out struct{ Version uint64 }
 	err = o.runJSON(&out, jsonl(rows), args...)
@@ -431,4 +437,180 @@ func (o *Oracle) Schema(path string) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSpace(res.Stdout), nil
+}
+
+// Index types CreateIndex accepts.
+const (
+	IndexBTree     = "BTREE"
+	IndexBitmap    = "BITMAP"
+	IndexLabelList = "LABEL_LIST"
+	IndexFTS       = "FTS"
+	IndexIVFPQ     = "IVF_PQ"
+)
+
+// IndexOptions configures CreateIndex.
+type IndexOptions struct {
+	Column string
+	Type   string // one of the Index* constants
+	// Name overrides LanceDB's default name ({column}_idx).
+	Name string
+	// Replace replaces an existing index of the same name (a new index uuid).
+	Replace bool
+	// NumPartitions, NumSubVectors and DistanceType ("l2", "cosine", "dot") tune IVF_PQ; 0 or
+	// empty keeps LanceDB's default.
+	NumPartitions int
+	NumSubVectors int
+	DistanceType  string
+}
+
+// CreateIndex builds an index on the latest version and returns the new version.
+func (o *Oracle) CreateIndex(path string, opts IndexOptions) (uint64, error) {
+	args := []string{"create-index", path, "--column", opts.Column, "--type", opts.Type}
+	if opts.Name != "" {
+		args = append(args, "--name", opts.Name)
+	}
+	if opts.Replace {
+		args = append(args, "--replace")
+	}
+	if opts.NumPartitions > 0 {
+		args = append(args, "--num-partitions", strconv.Itoa(opts.NumPartitions))
+	}
+	if opts.NumSubVectors > 0 {
+		args = append(args, "--num-sub-vectors", strconv.Itoa(opts.NumSubVectors))
+	}
+	if opts.DistanceType != "" {
+		args = append(args, "--distance-type", opts.DistanceType)
+	}
+	var out struct{ Version uint64 }
+	err := o.runJSON(&out, nil, args...)
+	return out.Version, err
+}
+
+// IndexStats is one index as LanceDB lists it, with its statistics.
+type IndexStats struct {
+	Name      string   `json:"name"`
+	IndexType string   `json:"indexType"` // "BTree", "Bitmap", "FTS", "IvfPq", ...
+	Columns   []string `json:"columns"`
+	UUID      string   `json:"uuid"`
+	// IndexedRows and UnindexedRows are LanceDB's counts of live rows the index covers and does
+	// not cover.
+	IndexedRows   int64 `json:"numIndexedRows"`
+	UnindexedRows int64 `json:"numUnindexedRows"`
+}
+
+// Indices lists the indices of the latest version, by name.
+func (o *Oracle) Indices(path string) ([]IndexStats, error) {
+	var out []IndexStats
+	err := o.runJSON(&out, nil, "indices", path)
+	return out, err
+}
+
+// QuerySpec is one query: a scan (Where, Columns, Limit), a vector search (Vector set) or a full
+// text search (FTS set). Where, Columns, Limit and WithRowID apply to all three; LanceDB uses an
+// index when one fits.
+type QuerySpec struct {
+	Where     string   `json:"where,omitempty"`
+	Columns   []string `json:"columns,omitempty"`
+	Limit     int      `json:"limit,omitempty"` // for searches: k (LanceDB's default is 10)
+	WithRowID bool     `json:"withRowId,omitempty"`
+	// Explain returns LanceDB's plan instead of rows.
+	Explain bool `json:"explain,omitempty"`
+	// Vector search: the query vector, the vector column (empty: LanceDB picks it), IVF
+	// partitions to probe, refine factor (re-rank k*RefineFactor candidates by exact distance),
+	// and BypassIndex for an exact flat search.
+	Vector       []float32 `json:"vector,omitempty"`
+	Column       string    `json:"column,omitempty"`
+	NProbes      int       `json:"nprobes,omitempty"`
+	RefineFactor int       `json:"refineFactor,omitempty"`
+	BypassIndex  bool      `json:"bypassIndex,omitempty"`
+	// FTS is the full text search query.
+	FTS string `json:"fts,omitempty"`
+	// ListIndices, alone in a spec, lists the indices instead (QueryResult.Indices), so one
+	// Queries call can check index statistics and queries of the same version.
+	ListIndices bool `json:"listIndices,omitempty"`
+}
+
+// QueryResult is the answer to one QuerySpec: rows (canonical JSON, in result order, with
+// _distance or _score for searches and _rowid when asked) or, with Explain, the plan.
+type QueryResult struct {
+	Rows    []string     `json:"rows"`
+	Plan    string       `json:"plan"`
+	Indices []IndexStats `json:"indices"`
+}
+
+// Queries runs every query against the latest version in one LanceDB process.
+func (o *Oracle) Queries(path string, specs []QuerySpec) ([]QueryResult, error) {
+	body, err := json.Marshal(specs)
+	if err != nil {
+		return nil, fmt.Errorf("oracle queries: %w", err)
+	}
+	var out []QueryResult
+	if err := o.runJSON(&out, bytes.NewReader(body), "queries", path, "--spec", "-"); err != nil {
+		return nil, err
+	}
+	if len(out) != len(specs) {
+		return nil, fmt.Errorf("oracle queries: %d results for %d queries", len(out), len(specs))
+	}
+	return out, nil
+}
+
+// Query runs one query through the query or search command (the command-line form of a spec).
+func (o *Oracle) Query(path string, q QuerySpec) (QueryResult, error) {
+	args := []string{"query", path}
+	switch {
+	case q.ListIndices:
+		return QueryResult{}, errors.New("oracle query: list indices with Indices or Queries")
+	case q.Vector != nil && q.FTS != "":
+		return QueryResult{}, errors.New("oracle query: a vector search or a full text search, not both")
+	case q.Vector != nil:
+		vec, err := json.Marshal(q.Vector)
+		if err != nil {
+			return QueryResult{}, err
+		}
+		args = []string{"search", path, "--vector", string(vec)}
+		if q.NProbes > 0 {
+			args = append(args, "--nprobes", strconv.Itoa(q.NProbes))
+		}
+		if q.RefineFactor > 0 {
+			args = append(args, "--refine-factor", strconv.Itoa(q.RefineFactor))
+		}
+		if q.BypassIndex {
+			args = append(args, "--bypass-index")
+		}
+	case q.FTS != "":
+		args = []string{"search", path, "--fts", q.FTS}
+	}
+	if q.Column != "" {
+		args = append(args, "--column", q.Column)
+	}
+	if q.Where != "" {
+		args = append(args, "--where", q.Where)
+	}
+	if q.Columns != nil {
+		args = append(args, "--columns", strings.Join(q.Columns, ","))
+	}
+	if q.Limit > 0 {
+		if args[0] == "search" {
+			args = append(args, "--k", strconv.Itoa(q.Limit))
+		} else {
+			args = append(args, "--limit", strconv.Itoa(q.Limit))
+		}
+	}
+	if q.WithRowID {
+		args = append(args, "--with-row-id")
+	}
+	if q.Explain {
+		var plan string
+		err := o.runJSON(&plan, nil, append(args, "--explain")...)
+		return QueryResult{Plan: plan}, err
+	}
+	res, err := o.Run(nil, args...)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	out := strings.TrimSuffix(string(res.Stdout), "\n")
+	if out == "" {
+		return QueryResult{Rows: []string{}}, nil
+	}
+	return QueryResult{Rows: strings.Split(out, "\n")}, nil
 }

@@ -246,6 +246,16 @@ func TestLanceDBSchemaQuirks(t *testing.T) {
 // manifestDataFormat decodes the newest manifest of a table and returns its data_format version.
 func manifestDataFormat(t *testing.T, path string) string {
 	t.Helper()
+	m := newestManifest(t, path)
+	if m.GetDataFormat().GetFileFormat() != "lance" {
+		t.Fatalf("%s: data_format %v", path, m.GetDataFormat())
+	}
+	return m.GetDataFormat().GetVersion()
+}
+
+// newestManifest decodes the newest manifest of a table.
+func newestManifest(t *testing.T, path string) *tablepb.Manifest {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(path, "_versions", "*.manifest"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", path, err)
@@ -270,10 +280,7 @@ func manifestDataFormat(t *testing.T, path string) string {
 	if err := proto.Unmarshal(b[pos+4:pos+4+n], &m); err != nil {
 		t.Fatalf("%s: %v", files[0], err)
 	}
-	if m.GetDataFormat().GetFileFormat() != "lance" {
-		t.Fatalf("%s: data_format %v", files[0], m.GetDataFormat())
-	}
-	return m.GetDataFormat().GetVersion()
+	return &m
 }
 
 func TestStorageVersion(t *testing.T) {
@@ -504,5 +511,89 @@ func TestNewFailsWhenNotInstalled(t *testing.T) {
 	}()
 	if !strings.Contains(tb.msg, "LanceDB oracle not installed: run `npm ci --prefix tests/interop`") {
 		t.Fatalf("New without node_modules: %q", tb.msg)
+	}
+}
+
+// TestIndexCommands: create-index, indices, query, search and queries, and stable row ids.
+func TestIndexCommands(t *testing.T) {
+	t.Parallel()
+	o := New(t)
+	path := tablePath(t, "ix")
+	schema := []byte(`{"fields":[{"name":"id","type":"int64","nullable":false},{"name":"num","type":"int64"},` +
+		`{"name":"text","type":"utf8"},{"name":"vec","type":{"fixed_size_list":"float32","size":4}}]}`)
+	var rows []string
+	for i := 0; i < 300; i++ {
+		rows = append(rows, fmt.Sprintf(`{"id":%d,"num":%d,"text":"row w%d","vec":[%d,%d,%d,%d]}`, i, i%50, i, i, i%7, i%11, i%13))
+	}
+	if _, err := o.Create(path, schema, rows, CreateOptions{StorageVersion: "2.0", StableRowIDs: true}); err != nil {
+		t.Fatal(err)
+	}
+	if m := newestManifest(t, path); m.GetReaderFeatureFlags()&2 == 0 || m.GetNextRowId() != 300 {
+		t.Fatalf("stable row ids: flags %d next_row_id %d", m.GetReaderFeatureFlags(), m.GetNextRowId())
+	}
+	for _, ix := range []IndexOptions{{Column: "num", Type: IndexBTree}, {Column: "text", Type: IndexFTS},
+		{Column: "vec", Type: IndexIVFPQ, NumPartitions: 2, NumSubVectors: 1, DistanceType: "l2", Name: "v"}} {
+		if _, err := o.CreateIndex(path, ix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats, err := o.Indices(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range stats {
+		got = append(got, fmt.Sprintf("%s:%s:%v:%d:%d:%v", st.Name, st.IndexType, st.Columns, st.IndexedRows, st.UnindexedRows, len(st.UUID) == 36))
+	}
+	want := []string{"num_idx:BTree:[num]:300:0:true", "text_idx:FTS:[text]:300:0:true", "v:IvfPq:[vec]:300:0:true"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("indices %v, want %v", got, want)
+	}
+	specs := []QuerySpec{
+		{Where: "num = 7", Columns: []string{"id"}, Limit: 3},
+		{Where: "num = 7", Explain: true},
+		{Vector: []float32{17, 3, 6, 4}, Columns: []string{"id"}, Limit: 2, BypassIndex: true},
+		{Vector: []float32{17, 3, 6, 4}, Column: "vec", Columns: []string{"id"}, Limit: 2, NProbes: 2, RefineFactor: 200},
+		{FTS: "w42", Columns: []string{"id"}},
+		{Where: "id < 2", Columns: []string{"id"}, WithRowID: true},
+	}
+	batch, err := o.Queries(path, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range specs {
+		one, err := o.Query(path, q)
+		if err != nil {
+			t.Fatalf("query %+v: %v", q, err)
+		}
+		if !slices.Equal(one.Rows, batch[i].Rows) || (q.Explain && one.Plan != batch[i].Plan) {
+			t.Fatalf("query %+v: alone %+v, in a batch %+v", q, one, batch[i])
+		}
+	}
+	diffRows(t, batch[0].Rows, []string{`{"id":"7"}`, `{"id":"57"}`, `{"id":"107"}`})
+	if !strings.Contains(batch[1].Plan, "ScalarIndexQuery") {
+		t.Fatalf("plan without the btree: %s", batch[1].Plan)
+	}
+	if len(batch[2].Rows) != 2 || !strings.HasPrefix(batch[2].Rows[0], `{"id":"17","_distance":0`) || batch[3].Rows[0] != batch[2].Rows[0] {
+		t.Fatalf("vector search: flat %v, indexed %v", batch[2].Rows, batch[3].Rows)
+	}
+	if len(batch[4].Rows) != 1 || !strings.HasPrefix(batch[4].Rows[0], `{"id":"42","_score":`) {
+		t.Fatalf("full text search: %v", batch[4].Rows)
+	}
+	diffRows(t, batch[5].Rows, []string{`{"id":"0","_rowid":"0"}`, `{"id":"1","_rowid":"1"}`})
+	list, err := o.Queries(path, []QuerySpec{{ListIndices: true}})
+	if err != nil || len(list[0].Indices) != 3 || list[0].Indices[0].UUID != stats[0].UUID {
+		t.Fatalf("listIndices in a batch: %+v %v", list, err)
+	}
+
+	var oe *Error
+	if _, err := o.CreateIndex(path, IndexOptions{Column: "num", Type: "HASH"}); !errors.As(err, &oe) || oe.ExitCode != 2 {
+		t.Fatalf("unknown index type: %v", err)
+	}
+	if _, err := o.Queries(path, []QuerySpec{{Vector: []float32{1}, FTS: "x"}}); !errors.As(err, &oe) || oe.ExitCode != 2 {
+		t.Fatalf("vector and full text at once: %v", err)
+	}
+	if _, err := o.Query(path, QuerySpec{ListIndices: true}); err == nil {
+		t.Fatal("Query with ListIndices: no error")
 	}
 }

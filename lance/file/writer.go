@@ -29,6 +29,8 @@ type WriterOptions struct {
 	// page per 2M rows). Memory held by a Writer is about the sum over columns of
 	// min(PageBytes, PageRows × the column's bytes per row), whatever the number of rows.
 	PageRows int
+	// Version is the file format written: V2_0 (the zero value) or V2_1.
+	Version FormatVersion
 }
 
 // FileInfo describes a finished file in the terms the manifest's DataFile needs.
@@ -37,10 +39,12 @@ type FileInfo struct {
 	// Size is the file size in bytes (DataFile.file_size_bytes).
 	Size uint64
 	// Fields and ColumnIndices are DataFile.fields and DataFile.column_indices: in a 2.0
-	// file every field, nested ones included, owns one column, in pre-order.
+	// file every field, nested ones included, owns one column, in pre-order; in a 2.1
+	// file only leaf fields do.
 	Fields        []int32
 	ColumnIndices []int32
-	// Major and Minor are the manifest's file version (2, 0); the footer says (0, 3).
+	// Major and Minor are the manifest's file version: (2, 0), whose footer says (0, 3),
+	// or (2, 1).
 	Major, Minor uint32
 }
 
@@ -48,7 +52,8 @@ type FileInfo struct {
 // which also poisons the writer: the file is incomplete and must be discarded).
 var ErrWriterClosed = errors.New("lance file: writer closed")
 
-// Writer streams record batches into one Lance 2.0 data file. Each column is buffered
+// Writer streams record batches into one Lance data file (format 2.0, or 2.1 with
+// WriterOptions.Version; see write21.go). Each column is buffered
 // until PageBytes have accumulated or PageRows rows have gone by, and then written as a
 // page, so memory stays bounded regardless of the number of rows. A Writer is not safe
 // for concurrent use.
@@ -60,11 +65,13 @@ type Writer struct {
 	// rowLimit is PageRows (0: no row cap).
 	rowLimit uint64
 	roots    []encoder
-	cols     []*file2pb.ColumnMetadata
-	rows     uint64
-	err      error
-	closed   bool
-	pad      [alignment]byte
+	// v21 is set when writing format 2.1; roots is then unused.
+	v21    *w21Writer
+	cols   []*file2pb.ColumnMetadata
+	rows   uint64
+	err    error
+	closed bool
+	pad    [alignment]byte
 }
 
 // NewWriter starts a file with schema s (ids as given: they are what the manifest will
@@ -90,6 +97,22 @@ func NewWriter(w io.Writer, s *schema.Schema, opts WriterOptions) (*Writer, erro
 	for i := range wr.pad {
 		wr.pad[i] = padByte
 	}
+	switch opts.Version {
+	case V2_0:
+	case V2_1:
+		v, err := newW21Writer(wr.schema)
+		if err != nil {
+			return nil, err
+		}
+		wr.v21 = v
+		wr.cols = make([]*file2pb.ColumnMetadata, len(v.leaves))
+		for i := range wr.cols {
+			wr.cols[i] = &file2pb.ColumnMetadata{}
+		}
+		return wr, nil
+	default:
+		return nil, fmt.Errorf("%w: %v", ErrUnknownFormatVersion, opts.Version)
+	}
 	col := 0
 	for _, f := range wr.schema.Fields {
 		e, err := newEncoder(f, &col)
@@ -113,6 +136,9 @@ func (w *Writer) Rows() uint64 { return w.rows }
 
 // BufferedBytes is the encoded data held in memory, not yet written as pages.
 func (w *Writer) BufferedBytes() int64 {
+	if w.v21 != nil {
+		return int64(w.v21.bufferedBytes())
+	}
 	n := 0
 	for _, e := range w.roots {
 		n += e.bufferedTotal()
@@ -182,6 +208,9 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 }
 
 func (w *Writer) writeChunk(rec arrow.RecordBatch) error {
+	if w.v21 != nil {
+		return w.writeChunk21(rec)
+	}
 	for i, e := range w.roots {
 		if err := e.append(w, rec.Column(i), nil); err != nil {
 			return err
@@ -297,6 +326,13 @@ func (w *Writer) finish() (FileInfo, error) {
 			return FileInfo{}, err
 		}
 	}
+	if w.v21 != nil {
+		for _, lf := range w.v21.leaves {
+			if err := w.flushLeaf21(lf); err != nil {
+				return FileInfo{}, err
+			}
+		}
+	}
 	fields, md := w.schema.ToProto()
 	fd, err := proto.MarshalOptions{Deterministic: true}.Marshal(&filepb.FileDescriptor{
 		Schema: &filepb.Schema{Fields: fields, Metadata: md},
@@ -343,11 +379,17 @@ func (w *Writer) finish() (FileInfo, error) {
 		major:            0,
 		minor:            3,
 	}
+	if w.v21 != nil {
+		ft.major, ft.minor = 2, 1
+	}
 	if err := w.write(ft.marshal()); err != nil {
 		return FileInfo{}, err
 	}
 	if err := w.out.Flush(); err != nil {
 		return FileInfo{}, err
+	}
+	if w.v21 != nil {
+		return w.v21.fileInfo(w.rows, w.pos), nil
 	}
 	ids := w.schema.AllIDs()
 	idx := make([]int32, len(ids))

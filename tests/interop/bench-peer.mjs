@@ -3,7 +3,7 @@
 // side). It generates the same rows as bench/gen.go, byte for byte, in process (no JSON), and times
 // the official LanceDB 0.31.0 with performance.now(). Every command prints one JSON object on stdout.
 //
-//   node tests/interop/bench-peer.mjs write  --uri DIR.lance [--rows N] [--batch N] [--seed S]
+//   node tests/interop/bench-peer.mjs write  --uri DIR.lance [--rows N] [--batch N] [--seed S] [--storage-version 2.0|2.1]
 //   node tests/interop/bench-peer.mjs scan   --uri DIR.lance [--columns a,b] [--digest]
 //   node tests/interop/bench-peer.mjs open   --uri DIR.lance [--iters N] [--mode fresh|reused]
 //   node tests/interop/bench-peer.mjs digest --rows N [--batch N] [--seed S]
@@ -12,7 +12,7 @@
 //   node tests/interop/bench-peer.mjs count  --uri DIR.lance
 //
 // write: builds every batch and the Arrow IPC file first (gen_seconds), then times the native
-//   createTable call alone (data storage version 2.0, as lancectx writes). LanceDB's local store
+//   createTable call alone (data storage version 2.0 unless --storage-version says 2.1). LanceDB's local store
 //   does not fsync; the peer then fsyncs every file of the new table (fsync_seconds) so that
 //   durable_rows_per_s compares with lancectx, whose local store fsyncs every object it writes.
 // scan: times the native query iterator (Rust scan + IPC encoding of each batch); rows are counted
@@ -236,7 +236,7 @@ function valueBytes(d) {
 class UsageError extends Error {}
 
 const flagsOf = {
-  write: { uri: true, rows: true, batch: true, seed: true },
+  write: { uri: true, rows: true, batch: true, seed: true, "storage-version": true },
   scan: { uri: true, columns: true, digest: false },
   open: { uri: true, iters: true, mode: true },
   digest: { rows: true, batch: true, seed: true },
@@ -412,6 +412,8 @@ async function run({ command, flags }) {
     }
     case "write": {
       const rows = intFlag(flags, "rows", 1000000);
+      const sv = flags["storage-version"] ?? "2.0";
+      if (sv !== "2.0" && sv !== "2.1") throw new UsageError(`--storage-version must be 2.0 or 2.1, got ${JSON.stringify(sv)}`);
       const { dir, name, abs } = tableOf(flags.uri);
       let t0 = performance.now();
       const writer = new arrow.RecordBatchFileWriter();
@@ -423,7 +425,7 @@ async function run({ command, flags }) {
       const db = await lancedb.connect(dir);
       t0 = performance.now();
       const c0 = process.cpuUsage();
-      const tbl = await db.inner.createTable(name, buf, "create", [], { new_table_data_storage_version: "2.0" });
+      const tbl = await db.inner.createTable(name, buf, "create", [], { new_table_data_storage_version: sv });
       const seconds = (performance.now() - t0) / 1000;
       const cpu = process.cpuUsage(c0);
       t0 = performance.now();

@@ -16,6 +16,16 @@
 //   count        [--version N | --tag T] [--where EXPR]
 //   versions | version | tags | schema
 //   tag-create NAME VERSION
+//   create-index --column C --type BTREE|BITMAP|LABEL_LIST|FTS|IVF_PQ [--name N] [--replace]
+//                [--num-partitions N] [--num-sub-vectors M] [--distance-type l2|cosine|dot]
+//   indices      (every index with its stats: type, columns, uuid, indexed and unindexed rows)
+//   query        [--where EXPR] [--columns a,b] [--limit N] [--with-row-id] [--explain]
+//   search       --vector JSON [--column C] [--k N] [--nprobes N] [--refine-factor N] [--bypass-index]
+//                | --fts TEXT [--column C] [--k N];  [--where EXPR] [--columns a,b] [--with-row-id] [--explain]
+//                (rows in result order, with _distance / _score; --explain prints the plan text instead)
+//   queries      --spec FILE|-   (a JSON array of query specs, see runQuery, run in one process; prints a
+//                JSON array of {rows: [row JSON text...]}, {plan: text} or {indices: [...]})
+//   create also takes --stable-row-ids (the table uses stable row ids, feature flag 2).
 // Every command accepts --time: prints "elapsed_ms=N" (N in milliseconds, fractional) on stderr for
 // the LanceDB call alone, excluding node start-up and JSON conversion.
 // Errors go to stderr with exit code 1; exit code 2 means bad usage.
@@ -37,7 +47,7 @@ class UsageError extends Error {}
 
 // Flags each command accepts; true = takes a value, false = boolean switch.
 const commands = {
-  create: { schema: true, data: true, "storage-version": true, mode: true },
+  create: { schema: true, data: true, "storage-version": true, mode: true, "stable-row-ids": false },
   add: { data: true, "ready-file": true, "wait-file": true },
   delete: { where: true },
   update: { set: true, where: true },
@@ -50,6 +60,11 @@ const commands = {
   "tag-create": {},
   tags: {},
   schema: {},
+  "create-index": { column: true, type: true, name: true, replace: false, "num-partitions": true, "num-sub-vectors": true, "distance-type": true },
+  indices: {},
+  query: { where: true, columns: true, limit: true, "with-row-id": false, explain: false },
+  search: { vector: true, fts: true, column: true, k: true, nprobes: true, "refine-factor": true, "bypass-index": false, where: true, columns: true, "with-row-id": false, explain: false },
+  queries: { spec: true },
 };
 const positionalCount = { "tag-create": 2 };
 
@@ -156,6 +171,7 @@ async function run({ command, tablePath, flags, positional }) {
       const schema = parseSchemaSpec(readFileSync(flags.schema, "utf8"));
       const data = flags.data === undefined ? tableFromRows(schema, []) : await tableFromData(flags, schema);
       const storageOptions = sv ? { new_table_data_storage_version: sv } : {};
+      if (flags["stable-row-ids"]) storageOptions.new_table_enable_stable_row_ids = "true";
       const buf = ipc(data);
       const inner = await timed(() => (data.numRows > 0 ? db.inner.createTable(name, buf, mode, [], storageOptions) : db.inner.createEmptyTable(name, buf, mode, [], storageOptions)));
       return out({ version: await inner.version() });
@@ -257,7 +273,136 @@ async function run({ command, tablePath, flags, positional }) {
       process.stdout.write(formatSchema(await timed(() => tableSchema(tbl))) + "\n");
       return;
     }
+    case "create-index": {
+      if (flags.column === undefined || flags.type === undefined) throw new UsageError("--column and --type are required");
+      const config = indexConfig(flags);
+      const tbl = await db.openTable(name);
+      const opts = { config, replace: Boolean(flags.replace) };
+      if (flags.name !== undefined) opts.name = flags.name;
+      await timed(() => tbl.createIndex(flags.column, opts));
+      return out({ version: await tbl.version() });
+    }
+    case "indices": {
+      const tbl = await db.openTable(name);
+      return out(await timed(() => indexList(tbl)));
+    }
+    case "query":
+    case "search": {
+      const tbl = await db.openTable(name);
+      const spec = { where: flags.where, columns: flags.columns?.split(","), withRowId: Boolean(flags["with-row-id"]), explain: Boolean(flags.explain) };
+      if (command === "query") {
+        spec.limit = intFlag(flags, "limit", 1);
+      } else {
+        if ((flags.vector === undefined) === (flags.fts === undefined)) throw new UsageError("search needs exactly one of --vector and --fts");
+        if (flags.vector !== undefined) {
+          try {
+            spec.vector = JSON.parse(flags.vector);
+          } catch (e) {
+            throw new UsageError(`--vector must be a JSON array of numbers: ${e.message}`);
+          }
+        }
+        Object.assign(spec, { fts: flags.fts, column: flags.column, limit: intFlag(flags, "k", 1), nprobes: intFlag(flags, "nprobes", 1), refineFactor: intFlag(flags, "refine-factor", 1), bypassIndex: Boolean(flags["bypass-index"]) });
+      }
+      const res = await timed(() => runQuery(tbl, spec));
+      if (spec.explain) return out(res.plan);
+      if (res.rows.length > 0) process.stdout.write(res.rows.join("\n") + "\n");
+      return;
+    }
+    case "queries": {
+      if (flags.spec === undefined) throw new UsageError("--spec is required");
+      let specs;
+      try {
+        specs = JSON.parse(readInput(flags.spec));
+      } catch (e) {
+        throw new UsageError(`--spec must be a JSON array of query objects: ${e.message}`);
+      }
+      if (!Array.isArray(specs)) throw new UsageError("--spec must be a JSON array of query objects");
+      const tbl = await db.openTable(name);
+      const results = [];
+      for (const spec of specs) results.push(await timed(() => runQuery(tbl, spec)));
+      return out(results);
+    }
   }
+}
+
+// indexList lists tbl's indices with their statistics, by name.
+async function indexList(tbl) {
+  const res = [];
+  for (const ix of await tbl.listIndices()) {
+    const st = await tbl.indexStats(ix.name);
+    res.push({
+      name: ix.name, indexType: ix.indexType, columns: ix.columns, uuid: ix.indexUuid ?? null,
+      numIndexedRows: st?.numIndexedRows ?? null, numUnindexedRows: st?.numUnindexedRows ?? null,
+    });
+  }
+  res.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return res;
+}
+
+// runQuery runs one query spec against tbl and returns {rows} (canonical JSON lines in result order)
+// or, with spec.explain, {plan}. A spec is a plain scan/filter ({where, columns, limit, withRowId}), a
+// vector search (vector: [numbers], column, limit, nprobes, refineFactor, bypassIndex) or a full text
+// search (fts: text, column, limit); where, columns and withRowId apply to all three. The spec
+// {listIndices: true} returns {indices} as the indices command prints them.
+async function runQuery(tbl, spec) {
+  if (spec === null || typeof spec !== "object") throw new UsageError("a query spec must be an object");
+  const known = new Set(["where", "columns", "limit", "withRowId", "explain", "vector", "column", "nprobes", "refineFactor", "bypassIndex", "fts", "listIndices"]);
+  for (const k of Object.keys(spec)) if (!known.has(k)) throw new UsageError(`unknown query spec key ${JSON.stringify(k)}`);
+  if (spec.listIndices) {
+    if (Object.keys(spec).length !== 1) throw new UsageError("listIndices goes alone");
+    return { indices: await indexList(tbl) };
+  }
+  if (spec.vector !== undefined && spec.fts !== undefined) throw new UsageError("a query is a vector search or a full text search, not both");
+  let q;
+  if (spec.vector !== undefined) {
+    if (!Array.isArray(spec.vector) || !spec.vector.every((x) => typeof x === "number")) throw new UsageError("vector must be an array of numbers");
+    q = tbl.query().nearestTo(spec.vector);
+    if (spec.column !== undefined) q = q.column(spec.column);
+    if (spec.nprobes !== undefined) q = q.nprobes(spec.nprobes);
+    if (spec.refineFactor !== undefined) q = q.refineFactor(spec.refineFactor);
+    if (spec.bypassIndex) q = q.bypassVectorIndex();
+  } else {
+    if (spec.nprobes !== undefined || spec.refineFactor !== undefined || spec.bypassIndex) throw new UsageError("nprobes, refineFactor and bypassIndex are for vector searches");
+    q = tbl.query();
+    if (spec.fts !== undefined) q = q.fullTextSearch(String(spec.fts), spec.column === undefined ? {} : { columns: [spec.column] });
+    else if (spec.column !== undefined) throw new UsageError("column is for vector and full text searches");
+  }
+  if (spec.where !== undefined) q = q.where(spec.where);
+  if (spec.columns !== undefined) q = q.select(spec.columns);
+  if (spec.limit !== undefined) q = q.limit(spec.limit);
+  if (spec.withRowId) q = q.withRowId();
+  if (spec.explain) return { plan: await q.explainPlan(true) };
+  const result = await q.toArrow();
+  const rows = [];
+  for (const batch of result.batches) rows.push(...batchLines(batch));
+  return { rows };
+}
+
+// indexConfig builds the LanceDB index configuration create-index asks for.
+function indexConfig(flags) {
+  const type = String(flags.type).toUpperCase();
+  const vectorOnly = ["num-partitions", "num-sub-vectors", "distance-type"].filter((f) => flags[f] !== undefined);
+  if (type !== "IVF_PQ" && vectorOnly.length > 0) throw new UsageError(`--${vectorOnly[0]} is only for --type IVF_PQ`);
+  switch (type) {
+    case "BTREE":
+      return lancedb.Index.btree();
+    case "BITMAP":
+      return lancedb.Index.bitmap();
+    case "LABEL_LIST":
+      return lancedb.Index.labelList();
+    case "FTS":
+      return lancedb.Index.fts();
+    case "IVF_PQ": {
+      const o = {};
+      const np = intFlag(flags, "num-partitions", 1);
+      if (np !== undefined) o.numPartitions = np;
+      const ns = intFlag(flags, "num-sub-vectors", 1);
+      if (ns !== undefined) o.numSubVectors = ns;
+      if (flags["distance-type"] !== undefined) o.distanceType = flags["distance-type"];
+      return lancedb.Index.ivfPq(o);
+    }
+  }
+  throw new UsageError(`--type must be BTREE, BITMAP, LABEL_LIST, FTS or IVF_PQ, got ${JSON.stringify(flags.type)}`);
 }
 
 try {
