@@ -66,9 +66,11 @@ type StoreReport struct {
 	// "directory" (a dataset directory no registry names) or "registry+directory".
 	Source string `json:"source"`
 	URI    string `json:"uri"`
-	// Rows and Version of the base table as found.
-	Rows    int64  `json:"rows"`
-	Version uint64 `json:"version"`
+	// Rows and Version (the latest) of the base table as found, and how many versions
+	// its history holds.
+	Rows     int64  `json:"rows"`
+	Version  uint64 `json:"version"`
+	Versions int    `json:"versions"`
 	// Pending are the reference's flushed WAL generations not yet in the base table.
 	Pending int     `json:"pending_generations"`
 	Outcome Outcome `json:"outcome"`
@@ -283,6 +285,7 @@ func (a *adopter) inspect(ctx context.Context, c candidate, rep *StoreReport) {
 		return
 	}
 	rep.Rows, rep.Version = ds.CountRows(), ds.Version()
+	rep.Versions = countVersions(ctx, st)
 	wm, err := mergedWatermarks(ds)
 	if err == nil {
 		var mw *memWAL
@@ -445,4 +448,20 @@ func readReferenceRegistry(ctx context.Context, data objstore.Store, kind string
 		}
 	}
 	return n, sc.Err()
+}
+
+// countVersions counts the manifests of a dataset's history (one listing of
+// _versions/; -1 when it cannot be listed).
+func countVersions(ctx context.Context, st objstore.Reader) int {
+	n := 0
+	err := objstore.Walk(ctx, st, objstore.ListOptions{Prefix: "_versions/", Delimiter: "/"}, func(o objstore.ObjectInfo) error {
+		if strings.HasSuffix(o.Key, ".manifest") && !strings.HasPrefix(o.Key, "_versions/d") {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return -1
+	}
+	return n
 }

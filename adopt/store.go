@@ -75,6 +75,7 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 		return
 	}
 	rep.Rows, rep.Version = base.CountRows(), base.Version()
+	rep.Versions = countVersions(ctx, st)
 	inc := wal.Incarnation(base)
 	mk, err := readMarker(base)
 	if err != nil {

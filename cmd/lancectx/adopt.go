@@ -144,13 +144,14 @@ func runAdopt(ctx context.Context, store *storeFlags, uri string, af *adoptFlags
 // formatReport is one store's line: kind, name, what was found, outcome.
 func formatReport(r adopt.StoreReport) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-8s %-32s rows=%-8d versions=%-6d pending_generations=%-4d %s", r.Kind, r.Name, r.Rows, r.Version, r.Pending, r.Outcome)
+	fmt.Fprintf(&b, "%-8s %-32s rows=%-8d version=%-6d versions=%-6d pending_generations=%-4d %s", r.Kind, r.Name, r.Rows, r.Version,
+		r.Versions, r.Pending, r.Outcome)
 	if r.MergedGenerations > 0 || r.Outcome == adopt.Adopted {
 		fmt.Fprintf(&b, ": merged %d generations (%d rows, %d older copies hidden); now rows=%d version=%d",
 			r.MergedGenerations, r.MergedRows, r.DuplicatesHidden, r.RowsAfter, r.VersionAfter)
 	}
 	if r.Message != "" {
-		fmt.Fprintf(&b, " (%s)", r.Message)
+		fmt.Fprintf(&b, ": %s", r.Message)
 	}
 	if r.Source == "directory" && r.Kind == adopt.KindRollout {
 		b.WriteString(" [found as a directory, in no registry]")
