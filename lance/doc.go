@@ -1,6 +1,8 @@
-// Package lance reads and writes Lance datasets (table format with data files in Lance
-// file format 2.0) in pure Go, on any objstore.Store. The bytes it writes are read by the
-// official implementation (pylance, LanceDB) and it reads what they write in format 2.0.
+// Package lance reads and writes Lance datasets in pure Go, on any objstore.Store. The
+// bytes it writes are read by the official implementation (pylance, LanceDB), and it reads
+// what they write in data storage versions 2.0, 2.1 (LanceDB's default) and 2.2. It writes
+// data files in 2.0 or 2.1: new datasets get WriteOptions.DataStorageVersion (default
+// DefaultDataStorageVersion), and a write to an existing dataset uses its version.
 //
 // A *Dataset is an immutable snapshot of one version: every method that commits returns
 // a new *Dataset and leaves the receiver unchanged, so readers never wait on writers.

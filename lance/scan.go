@@ -22,6 +22,8 @@ import (
 
 // RowIDColumn is the name of the row id column a scan adds on request. Without stable row
 // ids (lancectx never enables them) a row id is the row address: fragment_id<<32 | offset.
+// Datasets LanceDB wrote with stable row ids read fine, but their _rowid here is still the
+// row address, not LanceDB's stable id.
 const RowIDColumn = "_rowid"
 
 // ScanOptions select what a scan returns.
@@ -420,7 +422,25 @@ func drain(chans []chan scanItem) {
 type fragmentReader struct {
 	frag    *tablepb.DataFragment
 	readers map[string]*file.Reader // by data file path
-	owner   map[int32]*tablepb.DataFile
+	// owner maps the field ids a data file lists to it: every field of a 2.0 file, only
+	// the leaves (no struct or list parents) of a 2.1+ file.
+	owner map[int32]*tablepb.DataFile
+}
+
+// fileOf returns the data file storing top-level field f: the file listing f itself
+// (2.0) or, for a 2.1+ struct or list, the file listing its leaves.
+func (fr *fragmentReader) fileOf(f *schema.Field) (*tablepb.DataFile, bool) {
+	if df, ok := fr.owner[f.ID]; ok {
+		return df, true
+	}
+	var found *tablepb.DataFile
+	f.Walk(func(c *schema.Field) bool {
+		if df, ok := fr.owner[c.ID]; ok && found == nil {
+			found = df
+		}
+		return found == nil
+	})
+	return found, found != nil
 }
 
 func openFragment(frag *tablepb.DataFragment) (*fragmentReader, error) {
@@ -476,7 +496,7 @@ func (fr *fragmentReader) read(ctx context.Context, st objstore.Reader, fields [
 	}
 	byFile := map[*tablepb.DataFile][]int{}
 	for i, f := range fields {
-		if df, ok := fr.owner[f.ID]; ok {
+		if df, ok := fr.fileOf(f); ok {
 			byFile[df] = append(byFile[df], i)
 		} else {
 			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.ArrowType(), int(n))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -144,4 +146,48 @@ func BenchmarkTake(b *testing.B) {
 		rec.Release()
 	}
 	b.ReportMetric(float64(len(take))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// rollout21 opens the data file of a LanceDB-written 2.1 table of rollout rows: the
+// table in $LANCECTX_BENCH21_DIR (made by `node tests/interop/filecheck21.mjs rollout DIR
+// 2.1 ROWS`) or, unset, a 50,000-row one generated now.
+func rollout21(b *testing.B) *Reader {
+	b.Helper()
+	dir := os.Getenv("LANCECTX_BENCH21_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+		runFilecheck21(b, "rollout", dir, "2.1", "50000")
+	}
+	tb := openTable21(b, filepath.Join(dir, "rollout.lance"), "2.1")
+	return tb.readers[0]
+}
+
+// BenchmarkRead21Rollout scans a LanceDB-written 2.1 file in 8,192-row batches (as a
+// dataset scan does): every column, then two. The LanceDB side of the comparison:
+// `node tests/interop/bench-peer.mjs scan --uri DIR/rollout.lance [--columns reward,id]`.
+func BenchmarkRead21Rollout(b *testing.B) {
+	r := rollout21(b)
+	s := r.Schema()
+	for _, tc := range []struct {
+		name string
+		ids  []int32
+	}{
+		{"all", topIDs(s)},
+		{"reward_id", []int32{s.Field("reward").ID, s.Field("id").ID}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			rows := r.NumRows()
+			b.ReportAllocs()
+			for b.Loop() {
+				for a := uint64(0); a < rows; a += 8192 {
+					rec, err := r.Read(context.Background(), tc.ids, a, min(rows, a+8192))
+					if err != nil {
+						b.Fatal(err)
+					}
+					rec.Release()
+				}
+			}
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
 }

@@ -31,6 +31,9 @@ type cachedPage struct {
 	idx  int
 	size int64
 	tick uint64 // last use, for eviction
+	// parsed is what a decoder derived from the page (a 2.1 page's chunk table and
+	// dictionary), kept with it so that batches of a scan parse every page once.
+	parsed any
 }
 
 func newPageCache(cols int, limit int64) *pageCache {
@@ -90,6 +93,33 @@ func (c *pageCache) evictOldestLocked(keep int) {
 	}
 	c.used -= c.cols[victim].size
 	c.cols[victim] = cachedPage{}
+}
+
+// getParsed returns what setParsed stored for page idx of col, or nil.
+func (c *pageCache) getParsed(col, idx int) any {
+	if c.limit == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := &c.cols[col]
+	if e.bufs == nil || e.idx != idx {
+		return nil
+	}
+	return e.parsed
+}
+
+// setParsed keeps v with page idx of col while the cache holds that page. v must be
+// immutable: concurrent calls share it.
+func (c *pageCache) setParsed(col, idx int, v any) {
+	if c.limit == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := &c.cols[col]; e.bufs != nil && e.idx == idx {
+		e.parsed = v
+	}
 }
 
 // bytes is the size of the pages held.

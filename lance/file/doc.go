@@ -1,4 +1,5 @@
-// Package file reads and writes Lance data files in file format 2.0 over arrow-go arrays.
+// Package file reads Lance data files in file formats 2.0, 2.1 and 2.2 and writes 2.0,
+// over arrow-go arrays.
 //
 // # Layout
 //
@@ -35,26 +36,62 @@
 // (bounded by ReaderOptions.PageCacheBytes), so a scan in batches smaller than a page
 // fetches each page once.
 //
-// # Reading
+// # Reading 2.0
 //
 // Besides the above the reader decodes Lance's own dictionary encoding of
 // low-cardinality utf8 pages (indices 0 = null, 1..K = items; what LanceDB writes for
 // such columns) and the early-2.0 layout of utf8/binary as list<u8> in two columns.
 // Compressed or bit-packed pages, FSST, packed structs and blob columns (only written
 // by Lance 2.0 when field metadata asks for them) are rejected with
-// ErrUnsupportedEncoding naming the encoding. Other footer versions (2.1, 2.2, legacy
-// 0.1/0.2) fail with ErrUnsupportedVersion; malformed input fails with ErrCorrupt
-// (usually a *CorruptionError carrying the offset), never a panic, and every length or
-// offset is checked against the file size before it is used.
+// ErrUnsupportedEncoding naming the encoding.
+//
+// # Reading 2.1 and 2.2
+//
+// Files with footer version 2.1 or 2.2 (what LanceDB 0.31 writes by default) are read
+// too; the writer only writes 2.0. In these formats only leaf fields own a column (a
+// fixed_size_list of primitives and a packed struct are one leaf; struct and list
+// parents own none, so DataFile.fields lists the leaves), and every page is a
+// lance.encodings21.PageLayout carrying the leaf's repetition and definition levels,
+// from which the reader rebuilds the struct validity (2.1 keeps it, unlike 2.0), list
+// offsets and validity, empty and null lists of every layer above the leaf. Layouts:
+//
+//   - mini-block: chunks of up to a few thousand values, each with its levels and value
+//     buffers (u16 buffer sizes, u32 in 2.2's large chunks), a chunk metadata word per
+//     chunk, an optional dictionary (page buffer 2) and, with lists, a repetition index
+//     that finds the chunk a row starts in (Take decodes only the chunks it needs);
+//   - full-zip (values of 256 bytes and more: vectors, long strings): per item a control
+//     word of repetition and definition bits and the value (a u32/u64 length first when
+//     variable), with a byte-packed repetition index locating every row;
+//   - constant: all-null pages (no buffers, or u16 or compressed levels) and 2.2's
+//     constant pages (inline value or scalar value buffer);
+//   - blob (2.1 fields with lance-encoding:blob): descriptions {position, size} in an
+//     inner layout, the values anywhere in the file. LanceDB's queries return the
+//     descriptions; Read and Take return the values (large_binary, as the schema says),
+//     fetching every run of adjacent blobs with one read.
+//
+// The values are decompressed by package compress (bitpacking, FSST, dictionary, RLE,
+// byte-stream-split, zstd/lz4, packed structs...); plain values are read in place. The
+// 2.3 sparse layout, blobs inside lists and anything package compress does not decode
+// are rejected with ErrUnsupportedEncoding naming them.
+//
+// # Errors
+//
+// Footer versions other than 2.0, 2.1 and 2.2 (2.3+, legacy 0.1/0.2) fail with
+// ErrUnsupportedVersion; malformed input fails with ErrCorrupt (usually a
+// *CorruptionError carrying the offset), never a panic, and every length or offset is
+// checked against the file size before it is used. In 2.1+ files the structures that locate values (chunk metadata and
+// headers, repetition indexes, control words, levels) are cross-checked, so damage there
+// is an error rather than wrong values.
 //
 // Dictionary fields are read back as one dictionary per result: the pages' dictionaries
 // are merged by value, so a read spanning pages with more distinct values than the
 // index type addresses fails; read fewer rows at a time.
 //
 // Struct validity cannot be represented in 2.0 (Lance drops it too): the writer pushes a
-// null struct row down as nulls of its nullable children, and the reader returns structs
-// without a validity bitmap.
+// null struct row down as nulls of its nullable children, and the reader returns 2.0
+// structs without a validity bitmap (2.1+ structs keep theirs).
 //
 // The byte layouts are described in the project's Lance format reference
-// (lance-format.md §3.1-3.2) and in Lance's rust/lance-encoding/src/previous.
+// (lance-format.md §3.1-3.4), in Lance's rust/lance-encoding/src/previous (2.0) and in
+// its docs/src/format/file/encoding.md (2.1+).
 package file

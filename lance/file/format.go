@@ -49,16 +49,19 @@ const (
 
 	arrayEncodingURL  = "/lance.encodings.ArrayEncoding"
 	columnEncodingURL = "/lance.encodings.ColumnEncoding"
+	pageLayoutURL     = "/lance.encodings21.PageLayout"
 )
 
 // ErrCorrupt is wrapped by every error caused by bytes that do not form a valid file.
 var ErrCorrupt = errors.New("lance file: corrupt file")
 
-// ErrUnsupportedVersion is wrapped when the footer names a format version other than 2.0.
+// ErrUnsupportedVersion is wrapped when the footer names a format version other than
+// 2.0, 2.1 or 2.2.
 var ErrUnsupportedVersion = errors.New("lance file: unsupported format version")
 
 // ErrUnsupportedEncoding is wrapped when a page or column uses an encoding this package
-// does not decode (fsst, bitpacking, compressed flat buffers, packed structs, blobs...).
+// does not decode (2.0 fsst, bitpacking and compressed buffers, blob columns, the 2.3
+// sparse layout...); the message names it.
 var ErrUnsupportedEncoding = errors.New("lance file: unsupported encoding")
 
 // CorruptionError locates corrupt input: Offset is the file offset of the bad structure
@@ -86,9 +89,9 @@ type versionError struct{ major, minor uint16 }
 
 func (e *versionError) Error() string {
 	if e.major == 0 && e.minor < 3 {
-		return fmt.Sprintf("lance file: legacy format version 0.%d is not supported (lancectx reads 2.0)", e.minor)
+		return fmt.Sprintf("lance file: legacy format version 0.%d is not supported (lancectx reads 2.0, 2.1 and 2.2)", e.minor)
 	}
-	return fmt.Sprintf("lance file: format version %d.%d is not supported (lancectx reads 2.0)", e.major, e.minor)
+	return fmt.Sprintf("lance file: format version %d.%d is not supported (lancectx reads 2.0, 2.1 and 2.2)", e.major, e.minor)
 }
 
 func (e *versionError) Unwrap() error { return ErrUnsupportedVersion }
@@ -134,13 +137,17 @@ func parseFooter(b []byte, off int64) (footer, error) {
 	}, nil
 }
 
-// checkVersion accepts the two spellings of 2.0: (0,3) as written in footers and (2,0).
+// checkVersion accepts the two spellings of 2.0, (0,3) as written in footers and (2,0),
+// and 2.1 and 2.2.
 func checkVersion(major, minor uint16) error {
-	if (major == 0 && minor == 3) || (major == 2 && minor == 0) {
+	if (major == 0 && minor == 3) || (major == 2 && minor <= 2) {
 		return nil
 	}
 	return &versionError{major, minor}
 }
+
+// isV21 reports whether a footer version uses the 2.1 structural encodings.
+func isV21(major, minor uint16) bool { return major == 2 && minor >= 1 }
 
 // marshalAny wraps an encoding message the way Lance does: a google.protobuf.Any with
 // the type URL "/lance.encodings.<Message>" (no type.googleapis.com host).

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	pb21 "github.com/lancectx/lancectx/lance/format/encodings21pb"
 	pb "github.com/lancectx/lancectx/lance/format/encodingspb"
 	"github.com/lancectx/lancectx/lance/format/file2pb"
 	"github.com/lancectx/lancectx/lance/format/filepb"
@@ -67,7 +68,7 @@ func (s readerAtSource) ReadRange(ctx context.Context, off, length int64) ([]byt
 	return nil, err
 }
 
-// Reader decodes one Lance 2.0 data file. It holds the parsed metadata and, per column,
+// Reader decodes one Lance data file of format 2.0, 2.1 or 2.2. It holds the parsed metadata and, per column,
 // the page fetched last (see ReaderOptions.PageCacheBytes); page data is fetched on
 // demand by Read and Take, so reading a file forward in batches fetches every page once.
 // A Reader is safe for concurrent use.
@@ -75,10 +76,12 @@ type Reader struct {
 	src          Source
 	size         int64
 	major, minor uint16
+	// v21 is set for 2.1 and 2.2 files: one column per leaf field, structural layouts.
+	v21          bool
 	schema       *schema.Schema
 	rows         uint64
 	cols         []column
-	colOf        map[int32]int           // field id -> column index
+	colOf        map[int32]int           // field id -> column index (2.1: leaf fields only)
 	binaryAsList map[int32]bool          // utf8/binary fields stored as list<u8> (2 columns)
 	top          map[int32]*schema.Field // top-level fields by id
 	// maxDecode bounds the Arrow bytes one Read/Take may produce (tests lower it).
@@ -108,11 +111,13 @@ type column struct {
 type pageInfo struct {
 	first, rows uint64
 	bufs        []bufRange
-	// raw is the serialized Any holding the page's ArrayEncoding; it is decoded on first
-	// use (most of Open's cost otherwise) and cached in enc.
+	// raw is the serialized Any holding the page's ArrayEncoding (2.0) or PageLayout
+	// (2.1+); it is decoded on first use (most of Open's cost otherwise) and cached in
+	// enc or lay.
 	raw []byte
 	off int64 // of the column metadata, for errors
 	enc atomic.Pointer[pb.ArrayEncoding]
+	lay atomic.Pointer[pb21.PageLayout]
 }
 
 // encoding returns the page's encoding tree, decoding it on first use. Concurrent first
@@ -204,7 +209,7 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 		return nil, &CorruptionError{Offset: int64(gb0.pos), Msg: "file schema: " + err.Error()}
 	}
 	r := &Reader{
-		src: src, size: size, major: ft.major, minor: ft.minor,
+		src: src, size: size, major: ft.major, minor: ft.minor, v21: isV21(ft.major, ft.minor),
 		schema: sch, rows: fd.GetLength(),
 		colOf: make(map[int32]int), top: make(map[int32]*schema.Field), binaryAsList: make(map[int32]bool),
 		maxDecode: defaultMaxDecodeBytes, maxPending: defaultMaxPendingBytes,
@@ -228,7 +233,11 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 			return nil, err
 		}
 	}
-	if err := r.mapColumns(); err != nil {
+	mapCols := r.mapColumns
+	if r.v21 {
+		mapCols = r.mapColumns21
+	}
+	if err := mapCols(); err != nil {
 		return nil, err
 	}
 	cacheBytes := opts.PageCacheBytes
@@ -420,13 +429,15 @@ func (r *Reader) Schema() *schema.Schema { return r.schema }
 // NumRows is the number of rows in the file.
 func (r *Reader) NumRows() uint64 { return r.rows }
 
-// Version is the version in the footer: (0, 3) for files written as 2.0 by Lance.
+// Version is the version in the footer: (0, 3) for files written as 2.0 by Lance, (2, 1)
+// and (2, 2) for the later formats.
 func (r *Reader) Version() (major, minor uint16) { return r.major, r.minor }
 
 // Size is the file size given to Open.
 func (r *Reader) Size() int64 { return r.size }
 
-// NumPages returns the number of pages of the column of field id (any depth), or -1.
+// NumPages returns the number of pages of the column of field id (any depth), or -1. In
+// 2.1+ files only leaf fields (and packed structs) have a column.
 func (r *Reader) NumPages(id int32) int {
 	c, ok := r.colOf[id]
 	if !ok {
@@ -502,7 +513,11 @@ func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange
 	g.SetLimit(4)
 	for i, f := range fields {
 		g.Go(func() error {
-			d, err := r.newDecoder(f, bud)
+			newDec := r.newDecoder
+			if r.v21 {
+				newDec = r.newDecoder21
+			}
+			d, err := newDec(f, bud)
 			if err != nil {
 				return err
 			}

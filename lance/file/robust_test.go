@@ -56,11 +56,10 @@ func TestVersionHandling(t *testing.T) {
 		v    [2]uint16
 		want string
 	}{
-		{[2]uint16{2, 1}, "lance file: format version 2.1 is not supported (lancectx reads 2.0)"},
-		{[2]uint16{2, 2}, "lance file: format version 2.2 is not supported (lancectx reads 2.0)"},
-		{[2]uint16{3, 0}, "lance file: format version 3.0 is not supported (lancectx reads 2.0)"},
-		{[2]uint16{0, 2}, "lance file: legacy format version 0.2 is not supported (lancectx reads 2.0)"},
-		{[2]uint16{0, 1}, "lance file: legacy format version 0.1 is not supported (lancectx reads 2.0)"},
+		{[2]uint16{2, 3}, "lance file: format version 2.3 is not supported (lancectx reads 2.0, 2.1 and 2.2)"},
+		{[2]uint16{3, 0}, "lance file: format version 3.0 is not supported (lancectx reads 2.0, 2.1 and 2.2)"},
+		{[2]uint16{0, 2}, "lance file: legacy format version 0.2 is not supported (lancectx reads 2.0, 2.1 and 2.2)"},
+		{[2]uint16{0, 1}, "lance file: legacy format version 0.1 is not supported (lancectx reads 2.0, 2.1 and 2.2)"},
 	} {
 		_, err := Open(ctx, BytesSource(setVersion(base, tc.v[0], tc.v[1])), int64(len(base)))
 		if !errors.Is(err, ErrUnsupportedVersion) {
