@@ -103,6 +103,9 @@ type FilesCommit struct {
 	// ExpectConfig is the same precondition on table config keys (e.g. an identity the
 	// dataset was created with).
 	ExpectConfig map[string]string
+	// Config upserts table config keys in the same version (e.g. the identity a table
+	// takes on when another system's dataset is adopted).
+	Config map[string]string
 	// Properties are recorded in the transaction.
 	Properties map[string]string
 }
@@ -111,6 +114,12 @@ type FilesCommit struct {
 type NamedDataFile struct {
 	Path string
 	DataFileInfo
+	// Deleted are rows of this file (physical offsets) hidden from the start: a file
+	// taken over from another dataset brings the rows its deletion vector hid there,
+	// and a newer copy of a key elsewhere in the same commit hides the older one. The
+	// fragment's deletion file is written when the commit assigns its id. It must not
+	// cover every row.
+	Deleted *roaring.Bitmap
 }
 
 // ErrPrecondition: a FilesCommit's Expect did not hold on the latest version.
@@ -124,6 +133,11 @@ func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, err
 	if err := d.checkWritable(); err != nil {
 		return nil, err
 	}
+	for _, f := range c.Files {
+		if f.Deleted != nil && f.Deleted.GetCardinality() >= f.Rows {
+			return nil, fmt.Errorf("lance: data file %s: every one of its %d rows is deleted", f.Path, f.Rows)
+		}
+	}
 	byID := map[uint64]*tablepb.DataFragment{}
 	for _, f := range d.Fragments() {
 		byID[f.GetId()] = f
@@ -133,7 +147,7 @@ func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, err
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	op := &filesOp{expect: c.Expect, expectConfig: c.ExpectConfig, meta: c.TableMetadata}
+	op := &filesOp{expect: c.Expect, expectConfig: c.ExpectConfig, meta: c.TableMetadata, config: c.Config}
 	for _, id := range ids {
 		frag, ok := byID[id]
 		if !ok {
@@ -157,6 +171,7 @@ func (d *Dataset) CommitFiles(ctx context.Context, c FilesCommit) (*Dataset, err
 		op.updated = append(op.updated, nf)
 	}
 	for _, f := range c.Files {
+		op.deleted = append(op.deleted, f.Deleted)
 		op.added = append(op.added, &tablepb.DataFragment{
 			PhysicalRows: f.Rows,
 			Files: []*tablepb.DataFile{{
@@ -180,6 +195,9 @@ type filesOp struct {
 	expect       map[string]string
 	expectConfig map[string]string
 	meta         map[string]string
+	config       map[string]string
+	// deleted[i] are the rows of added[i] to hide (nil: none).
+	deleted []*roaring.Bitmap
 }
 
 func (o *filesOp) apply(ctx context.Context, st objstore.Store, base *manifestFile) (*manifestFile, error) {
@@ -198,6 +216,28 @@ func (o *filesOp) apply(ctx context.Context, st objstore.Store, base *manifestFi
 	next, err := o.updateOp.apply(ctx, st, base)
 	if err != nil {
 		return nil, err
+	}
+	// The added fragments are the last ones, with the ids this attempt assigned: their
+	// deletion files are named after those ids, so they are written per attempt (an
+	// attempt that loses the race leaves them unreferenced, for cleanup).
+	added := next.Manifest.Fragments[len(next.Manifest.Fragments)-len(o.added):]
+	for i, bm := range o.deleted {
+		if bm == nil || bm.IsEmpty() {
+			continue
+		}
+		df, err := writeDeletionFile(ctx, st, added[i].GetId(), base.Manifest.GetVersion(), bm)
+		if err != nil {
+			return nil, err
+		}
+		added[i].DeletionFile = df
+	}
+	if len(o.config) > 0 {
+		if next.Manifest.Config == nil {
+			next.Manifest.Config = map[string]string{}
+		}
+		for k, v := range o.config {
+			next.Manifest.Config[k] = v
+		}
 	}
 	if len(o.meta) > 0 {
 		if next.Manifest.TableMetadata == nil {
@@ -233,6 +273,11 @@ func (d *Dataset) FindKeys(ctx context.Context, column string, keys map[string]s
 		return sel, nil
 	})
 }
+
+// IndexMetadata returns the index metadata of this version as stored (nil: none),
+// details included (Indices summarises them). The messages are shared with the
+// dataset: do not modify them.
+func (d *Dataset) IndexMetadata() []*tablepb.IndexMetadata { return d.mf.Indices.GetIndices() }
 
 // IsConflict reports whether err is a commit conflict (retry on a newer version).
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }

@@ -58,6 +58,22 @@ type Entry struct {
 	// past the deleted incarnation's history otherwise.
 	FirstVersion uint64    `json:"first_version,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Adopted is set for a store that was not created by lancectx but taken over with
+	// its dataset and history (lancectx adopt): see Adopt.
+	Adopted *Adoption `json:"adopted,omitempty"`
+}
+
+// Adoption records where an adopted store came from.
+type Adoption struct {
+	// Source names the system that created the dataset (e.g. "lance-context").
+	Source string `json:"source"`
+	// FromVersion is the base table version found when the adoption started; the
+	// versions up to it are the other system's history.
+	FromVersion uint64 `json:"from_version"`
+	// Generations and Rows are what the adoption merged from the other system's
+	// write-ahead log.
+	Generations int   `json:"generations"`
+	Rows        int64 `json:"rows"`
 }
 
 // Tombstone remembers a deleted incarnation of a name.
@@ -118,6 +134,30 @@ func (r *Registry) Create(ctx context.Context, name string, now time.Time) (Entr
 	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("registry: create %s: %w", name, err)
+	}
+	return e, nil
+}
+
+// Adopt records an existing dataset as a store: an entry with the given incarnation,
+// which the caller has already written into the dataset's config (wal.IncarnationKey),
+// so the dataset and its history are kept as they are. Exactly one of concurrent
+// adopters (or creators) of a name succeeds; the others get ErrExists.
+func (r *Registry) Adopt(ctx context.Context, name, incarnation string, firstVersion uint64, a Adoption, now time.Time) (Entry, error) {
+	if incarnation == "" {
+		return Entry{}, fmt.Errorf("registry: adopt %s: an adopted store needs an incarnation", name)
+	}
+	e := Entry{Name: name, Kind: r.kind, Dataset: r.DatasetDir(name), Incarnation: incarnation, FirstVersion: max(firstVersion, 1),
+		CreatedAt: now.UTC(), Adopted: &a}
+	body, err := json.Marshal(e)
+	if err != nil {
+		return Entry{}, err
+	}
+	err = r.st.PutIfAbsent(ctx, r.key(name), bytes.NewReader(body))
+	if errors.Is(err, objstore.ErrExists) {
+		return Entry{}, fmt.Errorf("%w: %s", ErrExists, name)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("registry: adopt %s: %w", name, err)
 	}
 	return e, nil
 }

@@ -162,7 +162,10 @@ func (s *Server) clearRemnant(ctx context.Context, name string, st objstore.Stor
 			return s.registry.Purge(ctx, name)
 		}
 	}
-	return api.Conflict("a dataset (version %d) already exists at %s but is not a registered store; move it away first",
+	// Most often a store of the system lancectx replaces (lance-context), or a copy of one:
+	// adoption takes it over with its data and history; creating would have to drop them.
+	return api.Conflict("a dataset (version %d) already exists at %s but is not a registered store; adopt it "+
+		"(lancectx adopt DATA_DIR, or start with --adopt) to serve it with its rows and history, or move it away first",
 		ds.Version(), s.registry.DatasetDir(name))
 }
 

@@ -58,6 +58,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newWorkerCmd(store))
 	root.AddCommand(newMasterCmd(store))
 	root.AddCommand(newServeCmd(store))
+	root.AddCommand(newAdoptCmd(store))
 	root.AddCommand(newEtcdCmd())
 	return root
 }

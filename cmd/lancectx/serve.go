@@ -126,6 +126,13 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 		return fmt.Errorf("open data dir %s: %w", worker.MaskURI(dataDir), err)
 	}
 	defer data.Close()
+	if sf.wf.adopt {
+		// Before the master loads its stats and the worker serves: adopted stores are
+		// then served from the first request on.
+		if err := adoptAtStart(ctx, log, data, dataDir, &sf.wf.adoptF); err != nil {
+			return err
+		}
+	}
 
 	ecfg := sf.ctl.etcd.cfg
 	masterID := sf.ctl.masterID

@@ -55,6 +55,9 @@ type workerFlags struct {
 	shutdownTimeout time.Duration
 	sec             securityFlags
 	debug           debugFlags
+	// adopt runs `lancectx adopt` on the data directory before serving.
+	adopt  bool
+	adoptF adoptFlags
 	// etcd and advertise are flags of `lancectx worker` only (serve has its own etcd):
 	// with etcd endpoints the worker registers itself for the cluster view.
 	etcd      etcdClientFlags
@@ -186,6 +189,24 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 		"on SIGTERM, how long to drain requests and then to seal the open shards (env LANCECTX_SHUTDOWN_TIMEOUT)")
 	wf.sec.register(f)
 	wf.debug.register(f)
+	f.BoolVar(&wf.adopt, "adopt", wf.envBool("LANCECTX_ADOPT"),
+		"before serving, adopt the stores of a lance-context data directory as `lancectx adopt` does (env LANCECTX_ADOPT); "+
+			"run it on one process of a fleet")
+	wf.adoptF.register(f, "adopt-")
+}
+
+// envBool reads a boolean environment variable (unset, empty or unparsable: false;
+// unparsable is reported by validate).
+func (wf *workerFlags) envBool(key string) bool {
+	v := strings.TrimSpace(os.Getenv(key))
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		wf.envErrs = append(wf.envErrs, fmt.Errorf("%s=%q is not a boolean", key, v))
+	}
+	return b
 }
 
 // connectEtcd connects the worker to etcd (bounded by its own deadline). The worker
@@ -267,6 +288,10 @@ func (wf *workerFlags) validate() error {
 	check(wf.requestTimeout > 0, "--request-timeout must be positive")
 	check(wf.flushTimeout > 0, "--flush-timeout must be positive")
 	check(wf.shutdownTimeout > 0, "--shutdown-timeout must be positive")
+	check(wf.adoptF.concurrency > 0, "--adopt-concurrency must be positive")
+	if wf.adoptF.envErr != nil {
+		errs = append(errs, fmt.Errorf("environment: %w", wf.adoptF.envErr))
+	}
 	if err := wf.sec.validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -340,6 +365,17 @@ func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {
 		} else {
 			defer etcd.Close()
 			cfg.MergeLocker = etcd
+		}
+	}
+	if wf.adopt {
+		data, err := openDataDir(ctx, store, wf.dataDir)
+		if err != nil {
+			return err
+		}
+		err = adoptAtStart(ctx, log, data, wf.dataDir, &wf.adoptF)
+		_ = data.Close()
+		if err != nil {
+			return err
 		}
 	}
 	w, err := worker.New(ctx, cfg)
