@@ -479,3 +479,13 @@ func TestEncodeLevels21(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkEncodeFSSTCompress(b *testing.B) {
+	offsets, data, _ := encTestStrings(8000, 3, true)
+	tbl := EncodeFSSTTable(offsets, data)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for b.Loop() {
+		tbl.Compress(offsets, data)
+	}
+}

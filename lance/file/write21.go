@@ -61,7 +61,7 @@ type w21Writer struct {
 	leaves []*w21Leaf
 }
 
-func newW21Writer(s *schema.Schema) (*w21Writer, error) {
+func newW21Writer(s *schema.Schema, pageBytes int) (*w21Writer, error) {
 	w := &w21Writer{}
 	for _, f := range s.Fields {
 		n, err := newW21Node(f, 0, nil, &w.leaves)
@@ -69,6 +69,9 @@ func newW21Writer(s *schema.Schema) (*w21Writer, error) {
 			return nil, err
 		}
 		w.roots = append(w.roots, n)
+	}
+	for _, lf := range w.leaves {
+		lf.limit = pageBytes
 	}
 	return w, nil
 }
