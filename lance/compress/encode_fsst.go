@@ -250,7 +250,7 @@ func (t *EncodedFSSTTable) compressRange(offsets []uint64, data []byte) ([]uint6
 			out = grown
 		}
 		i := 0
-		for ; i+8 <= len(s); {
+		for i+8 <= len(s) {
 			// The 3+ byte symbol of the word's slot, else the short code. (A branch-free
 			// choice measured slower: it makes every step wait for both lookups.)
 			w := binary.LittleEndian.Uint64(s[i:])
