@@ -203,6 +203,7 @@ func w21WideSchema() *arrow.Schema {
 		{Name: "allnull_list", Type: arrow.ListOfField(item(arrow.PrimitiveTypes.Int32, true)), Nullable: true},
 		{Name: "empty_lists", Type: arrow.ListOfField(item(arrow.PrimitiveTypes.Int32, true)), Nullable: true},
 		{Name: "allnull_st", Type: arrow.StructOf(arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), Nullable: true},
+		{Name: "huge", Type: arrow.BinaryTypes.LargeString, Nullable: true},
 	}, nil)
 }
 
@@ -354,6 +355,16 @@ func (g *gen) w21WideBatch(s *arrow.Schema, start, n int) arrow.RecordBatch {
 		b.Field(15).(*array.ListBuilder).Append(true)
 		as := b.Field(16).(*array.StructBuilder)
 		as.AppendNull()
+		// Values over 32 KiB every few rows: the page's values are zstd-compressed one
+		// by one.
+		switch {
+		case row%7 == 1:
+			b.Field(17).AppendNull()
+		case row%50 == 0:
+			b.Field(17).(*array.LargeStringBuilder).Append(g.w21Text(33000, 60000))
+		default:
+			b.Field(17).(*array.LargeStringBuilder).Append(g.w21Text(10, 300))
+		}
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
@@ -423,6 +434,7 @@ func TestInterop21LanceDBReadsWideValues(t *testing.T) {
 				"llongs.item": "full_zip/fsst", "tokens.item": "mini_block/inline_bitpacking",
 				"st.doc": "full_zip/fsst", "st.emb": "full_zip/fixed_size_list", "st.n": "mini_block/inline_bitpacking",
 				"allnull_list.item": "constant", "empty_lists.item": "constant", "allnull_st.x": "constant",
+				"huge": "full_zip/general",
 			} {
 				if !layouts.has(col, want) {
 					t.Errorf("column %s: no %s page (pages: %v)", col, want, layouts[col])
