@@ -11,7 +11,8 @@ import (
 //     inline FastLanes bitpacking in chunks of 1024 values when it saves space, flat
 //     otherwise;
 //   - variable-width values: FSST when the page holds at least 32 KiB of text whose
-//     longest value has at least 5 bytes, the plain variable encoding otherwise;
+//     longest value has at least 5 bytes, the plain variable encoding otherwise; in
+//     full-zip pages with values over 32 KiB, zstd value by value;
 //   - repetition and definition levels: out-of-line bitpacking of the page's u16 levels
 //     (inline for pages of at most 1024 levels), flat when that does not pay;
 //   - dictionaries (items of a dictionary-encoded page): the variable block layout.

@@ -3,7 +3,9 @@ package compress
 import (
 	"cmp"
 	"encoding/binary"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // FSST (Boncz, Neumann, Leis: "FSST: Fast Random Access String Compression", VLDB 2020)
@@ -29,7 +31,8 @@ const (
 	encFsstSampleLine   = 512
 	// encFsstHashSize is the number of slots for symbols of 3+ bytes, keyed by their
 	// first 3 bytes (a symbol whose slot is taken is not used).
-	encFsstHashSize = 4096
+	encFsstHashBits = 12
+	encFsstHashSize = 1 << encFsstHashBits
 	// encFsstCodes counts training codes: 256 pseudo-codes for escaped bytes, then
 	// symbols.
 	encFsstCodes = 256 + encFsstMaxSyms
@@ -40,14 +43,16 @@ type encFsstSym struct {
 	len int
 }
 
-// encFsstSlot holds a symbol of 3+ bytes: key is its bytes shifted left so that only
-// they remain (compare with the input word shifted the same way).
+// encFsstSlot holds a symbol of 3+ bytes: the input word matches when word&mask ==
+// key; emit is what to emit then, as in EncodedFSSTTable.fast. An empty slot has mask 0
+// and key 1, which no word matches.
 type encFsstSlot struct {
-	key   uint64
-	shift uint8
-	len   uint8
-	code  uint8
-	used  bool
+	key  uint64
+	mask uint64
+	len  uint8
+	code uint8
+	used bool
+	emit uint16
 }
 
 // EncodedFSSTTable is a trained FSST symbol table; it compresses values with Compress
@@ -56,15 +61,15 @@ type encFsstSlot struct {
 type EncodedFSSTTable struct {
 	syms  []encFsstSym
 	byte1 [256]int16
-	short []int16
-	hash  []encFsstSlot
+	short *[1 << 16]int16
+	hash  *[encFsstHashSize]encFsstSlot
 	// fast maps the next two input bytes to what to emit when no 3+ byte symbol
 	// matches: len<<12 | escape<<8 | code (built by finish).
-	fast []uint16
+	fast *[1 << 16]uint16
 }
 
 func encFsstNewTable() *EncodedFSSTTable {
-	t := &EncodedFSSTTable{short: make([]int16, 1<<16), hash: make([]encFsstSlot, encFsstHashSize)}
+	t := &EncodedFSSTTable{short: new([1 << 16]int16), hash: new([encFsstHashSize]encFsstSlot)}
 	t.reset()
 	return t
 }
@@ -77,13 +82,15 @@ func (t *EncodedFSSTTable) reset() {
 	for i := range t.short {
 		t.short[i] = -1
 	}
-	clear(t.hash)
+	for i := range t.hash {
+		t.hash[i] = encFsstSlot{key: 1}
+	}
 }
 
-func encFsstHash(w uint64) int {
-	const prime = 2971215073
-	h := w * prime
-	return int((h ^ h>>15) & (encFsstHashSize - 1))
+// encFsstHash hashes the first 3 bytes of w (multiplicative hashing: the top bits of
+// the product).
+func encFsstHash(w uint64) uint32 {
+	return uint32(w&0xFFFFFF) * 2654435761 >> (32 - encFsstHashBits)
 }
 
 func encFsstMask(n int) uint64 {
@@ -113,8 +120,8 @@ func (t *EncodedFSSTTable) add(s encFsstSym) bool {
 		if slot.used {
 			return false
 		}
-		shift := uint8(64 - 8*s.len)
-		*slot = encFsstSlot{key: s.val << shift, shift: shift, len: uint8(s.len), code: uint8(code), used: true}
+		*slot = encFsstSlot{key: s.val, mask: encFsstMask(s.len), len: uint8(s.len), code: uint8(code), used: true,
+			emit: uint16(s.len)<<12 | uint16(code)}
 	}
 	t.syms = append(t.syms, s)
 	return true
@@ -138,7 +145,7 @@ func (t *EncodedFSSTTable) longest(b []byte) (int, int) {
 	w := encLoadWord(b)
 	if len(b) >= 3 {
 		s := &t.hash[encFsstHash(w&0xFFFFFF)]
-		if s.used && int(s.len) <= len(b) && w<<s.shift == s.key {
+		if s.used && int(s.len) <= len(b) && w&s.mask == s.key {
 			return int(s.code), int(s.len)
 		}
 	}
@@ -155,7 +162,7 @@ func (t *EncodedFSSTTable) longest(b []byte) (int, int) {
 
 // finish builds the fast fallback table used by Compress.
 func (t *EncodedFSSTTable) finish() {
-	t.fast = make([]uint16, 1<<16)
+	t.fast = new([1 << 16]uint16)
 	for i := range t.fast {
 		switch {
 		case t.short[i] >= 0:
@@ -185,33 +192,75 @@ func (t *EncodedFSSTTable) compressTail(out []byte, o int, s []byte) int {
 }
 
 // Compress FSST-compresses every value (offsets[i]..offsets[i+1] of data) on its own
-// and returns the compressed values as new offsets into new data.
+// and returns the compressed values as new offsets into new data. Pages of more than
+// 1 MiB are compressed in parts on several cores (a table is read-only once built).
 func (t *EncodedFSSTTable) Compress(offsets []uint64, data []byte) ([]uint64, []byte) {
 	if t.fast == nil {
 		t.finish()
 	}
 	n := len(offsets) - 1
-	// An escape doubles a byte: twice the input (+ slack for the speculative write of
-	// an escaped byte) always suffices.
-	out := make([]byte, 2*int(offsets[n]-offsets[0])+2)
+	parts := min(runtime.GOMAXPROCS(0), 4, int((offsets[n]-offsets[0])>>20)+1, max(n, 1))
+	if parts <= 1 {
+		return t.compressRange(offsets, data)
+	}
+	type result struct {
+		off []uint64
+		out []byte
+	}
+	res := make([]result, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := n*p/parts, n*(p+1)/parts
+		wg.Go(func() {
+			res[p].off, res[p].out = t.compressRange(offsets[lo:hi+1], data)
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, r := range res {
+		total += len(r.out)
+	}
+	out := make([]byte, 0, total)
+	outOff := make([]uint64, 1, n+1)
+	for _, r := range res {
+		base := uint64(len(out))
+		out = append(out, r.out...)
+		for _, o := range r.off[1:] {
+			outOff = append(outOff, base+o)
+		}
+	}
+	return outOff, out
+}
+
+// compressRange compresses the values of offsets (n+1 offsets into data, not
+// necessarily starting at 0); the result's offsets start at 0.
+func (t *EncodedFSSTTable) compressRange(offsets []uint64, data []byte) ([]uint64, []byte) {
+	n := len(offsets) - 1
+	out := make([]byte, int(offsets[n]-offsets[0])*3/4+64)
 	outOff := make([]uint64, n+1)
 	o := 0
 	hash, fast := t.hash, t.fast
 	for v := 0; v < n; v++ {
 		s := data[offsets[v]:offsets[v+1]]
+		// An escape doubles a byte; one more for the speculative write of an escaped
+		// byte.
+		if need := o + 2*len(s) + 2; need > len(out) {
+			grown := make([]byte, max(need, 2*len(out)))
+			copy(grown, out[:o])
+			out = grown
+		}
 		i := 0
 		for i+8 <= len(s) {
+			// The 3+ byte symbol of the word's slot, else the short code. (A branch-free
+			// choice measured slower: it makes every step wait for both lookups.)
 			w := binary.LittleEndian.Uint64(s[i:])
-			if sl := &hash[encFsstHash(w&0xFFFFFF)]; sl.used && w<<sl.shift == sl.key {
-				out[o] = sl.code
-				o++
-				i += int(sl.len)
-				continue
+			emit := fast[uint16(w)]
+			if sl := &hash[encFsstHash(w)]; w&sl.mask == sl.key {
+				emit = sl.emit
 			}
-			f := fast[w&0xFFFF]
-			out[o], out[o+1] = byte(f), byte(w)
-			o += 1 + int(f>>8&1)
-			i += int(f >> 12)
+			out[o], out[o+1] = byte(emit), byte(w)
+			o += 1 + int(emit>>8&1)
+			i += int(emit >> 12)
 		}
 		o = t.compressTail(out, o, s[i:])
 		outOff[v+1] = uint64(o)
@@ -408,7 +457,8 @@ func (t *EncodedFSSTTable) makeTable(c *encFsstCounters, frac int) {
 }
 
 func (t *EncodedFSSTTable) clone() *EncodedFSSTTable {
-	return &EncodedFSSTTable{syms: slices.Clone(t.syms), byte1: t.byte1, short: slices.Clone(t.short), hash: slices.Clone(t.hash)}
+	short, hash := *t.short, *t.hash
+	return &EncodedFSSTTable{syms: slices.Clone(t.syms), byte1: t.byte1, short: &short, hash: &hash}
 }
 
 // EncodeFSSTTable trains a symbol table on a sample of the values (offsets into data)

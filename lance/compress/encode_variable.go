@@ -144,12 +144,20 @@ func EncodeVariableBlock(offsets []uint64, data []byte, offsetBits int) (*pb.Com
 }
 
 // EncodePerValueVariable prepares n variable-width values for a full-zip page, where
-// each value is stored whole next to its control word: FSST-compressed (one symbol
-// table for the page) when Lance would, as they are otherwise. It returns the encoding
+// each value is stored whole next to its control word, as Lance would: each value
+// zstd-compressed when the page has values over 32 KiB, FSST-compressed (one symbol
+// table for the page) when it is text, as they are otherwise. It returns the encoding
 // and the values to store, as offsets into data.
 func EncodePerValueVariable(offsets []uint64, data []byte, offsetBits int, text bool) (*pb.CompressiveEncoding, []uint64, []byte, error) {
 	if offsetBits != 32 && offsetBits != 64 {
 		return nil, nil, nil, fmt.Errorf("compress: variable-width values need 32 or 64-bit offsets, got %d", offsetBits)
+	}
+	if n := len(offsets) - 1; n > 0 && offsets[n]-offsets[0] >= encFsstMinPage && encMaxLen(offsets) > encGeneralMinValue {
+		cOff, cData, err := encZstdPerValue(offsets, data)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return encMsgGeneralZstd(encMsgVariable(uint64(offsetBits))), cOff, cData, nil
 	}
 	if encWantFSST(offsets, text) {
 		if tbl := EncodeFSSTTable(offsets, data); tbl != nil {

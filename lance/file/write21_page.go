@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/bits"
 
 	"github.com/lancectx/lancectx/lance/compress"
@@ -223,10 +224,29 @@ func w21DictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, w21VarVa
 	if n < w21DictMinValues {
 		return nil, w21VarValues{}, false
 	}
+	// Decide on hashes first, without copying anything: most pages that are not
+	// dictionary material (ids, text) are given up on after a fraction of their bytes.
 	limit := w21DictMaxRatio * float64(offsets[n]+uint64(w*(n+1)))
-	index := make(map[string]uint32, 64)
+	seed := maphash.MakeSeed()
+	seen := make(map[uint64]struct{}, 64)
+	distinctBytes := 0
+	for i := 0; i < n; i++ {
+		v := data[offsets[i]:offsets[i+1]]
+		h := maphash.Bytes(seed, v)
+		if _, ok := seen[h]; ok {
+			continue
+		}
+		seen[h] = struct{}{}
+		distinctBytes += len(v)
+		if float64(distinctBytes+w*len(seen)+w*n) >= limit {
+			return nil, w21VarValues{}, false
+		}
+	}
+	// The dictionary pays: build it (keyed by the values themselves, which hash
+	// collisions cannot confuse).
+	index := make(map[string]uint32, len(seen))
 	idx := make([]byte, 0, w*n)
-	items := w21VarValues{offsets: []uint64{0}}
+	items := w21VarValues{offsets: make([]uint64, 1, len(seen)+1), data: make([]byte, 0, distinctBytes)}
 	for i := 0; i < n; i++ {
 		v := data[offsets[i]:offsets[i+1]]
 		k, ok := index[string(v)]
@@ -235,10 +255,6 @@ func w21DictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, w21VarVa
 			index[string(v)] = k
 			items.data = append(items.data, v...)
 			items.offsets = append(items.offsets, uint64(len(items.data)))
-			// Give up as soon as the dictionary cannot win any more.
-			if float64(len(items.data)+w*len(index)+w*n) >= limit {
-				return nil, w21VarValues{}, false
-			}
 		}
 		idx = w21AppendUint(idx, uint64(k), w)
 	}
@@ -339,7 +355,20 @@ func (w *Writer) writeMiniBlock21(lf *w21Leaf, lv *w21Levels, mb *compress.Encod
 		defEnc, defBufs = compress.EncodeLevels(lv.def, counts)
 	}
 	meta := make([]byte, 0, 2*len(mb.Chunks))
-	var data []byte
+	size := 0
+	for i, c := range mb.Chunks {
+		size += 8 + 8*(len(c.Buffers)+2)
+		for _, b := range c.Buffers {
+			size += len(b)
+		}
+		if repBufs != nil {
+			size += len(repBufs[i])
+		}
+		if defBufs != nil {
+			size += len(defBufs[i])
+		}
+	}
+	data := make([]byte, 0, size)
 	for i, c := range mb.Chunks {
 		start := len(data)
 		levels := 0

@@ -138,6 +138,8 @@ type w21Leaf struct {
 	// dictionary leaves: the page's distinct values in first-seen order.
 	dictIndex map[string]int
 	maxItems  int
+	// limit is the writer's page size, which bounds how far buffers grow ahead.
+	limit int
 	// pageRow is the file row where the pending page starts; rows the rows it holds.
 	pageRow uint64
 	rows    uint64
@@ -504,7 +506,7 @@ func (lf *w21Leaf) appendVar(d arrow.ArrayData, st []uint8) {
 		offs := arrow.Int64Traits.CastFromBytes(bufBytes(d, 1))[off : off+cnt+1]
 		if st == nil {
 			first := offs[0]
-			lf.data = appendGrow(lf.data, vals[first:offs[cnt]], 0)
+			lf.data = appendGrow(lf.data, vals[first:offs[cnt]], lf.limit)
 			for _, o := range offs[1:] {
 				lf.offsets = append(lf.offsets, base+uint64(o-first))
 			}
@@ -520,7 +522,7 @@ func (lf *w21Leaf) appendVar(d arrow.ArrayData, st []uint8) {
 		offs := arrow.Int32Traits.CastFromBytes(bufBytes(d, 1))[off : off+cnt+1]
 		if st == nil {
 			first := offs[0]
-			lf.data = appendGrow(lf.data, vals[first:offs[cnt]], 0)
+			lf.data = appendGrow(lf.data, vals[first:offs[cnt]], lf.limit)
 			for _, o := range offs[1:] {
 				lf.offsets = append(lf.offsets, base+uint64(o-first))
 			}

@@ -100,7 +100,7 @@ func NewWriter(w io.Writer, s *schema.Schema, opts WriterOptions) (*Writer, erro
 	switch opts.Version {
 	case V2_0:
 	case V2_1:
-		v, err := newW21Writer(wr.schema)
+		v, err := newW21Writer(wr.schema, limit)
 		if err != nil {
 			return nil, err
 		}

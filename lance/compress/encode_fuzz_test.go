@@ -1,0 +1,98 @@
+package compress
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	pb "github.com/lancectx/lancectx/lance/format/encodings21pb"
+)
+
+// The encoders take whatever bytes a page holds: arbitrary input must encode without
+// panicking and decode (with the independent test decoders) to itself.
+
+// FuzzEncodeFSST21 splits the input into values at every 0x00 byte after the first
+// byte's worth of values and round-trips them through a trained table.
+func FuzzEncodeFSST21(f *testing.F) {
+	f.Add([]byte("the model reasons\x00about the tool output\x00\x00and then answers the user"))
+	f.Add(bytes.Repeat([]byte("abcabcabd\x00"), 300))
+	f.Add([]byte{0xff, 0xff, 0xff, 0, 0xff, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		vals := bytes.Split(in, []byte{0})
+		offsets := []uint64{0}
+		var data []byte
+		for _, v := range vals {
+			data = append(data, v...)
+			offsets = append(offsets, uint64(len(data)))
+		}
+		tbl := EncodeFSSTTable(offsets, data)
+		if tbl == nil {
+			if len(data) != 0 {
+				t.Fatalf("no table for %d bytes", len(data))
+			}
+			return
+		}
+		cOff, cData := tbl.Compress(offsets, data)
+		table := tbl.Marshal()
+		for i, v := range vals {
+			if got := encTestFsstDecode(t, table, cData[cOff[i]:cOff[i+1]]); !bytes.Equal(got, v) {
+				t.Fatalf("value %d: %q decodes to %q", i, v, got)
+			}
+		}
+	})
+}
+
+// FuzzEncodeMiniBlockFixed21 encodes the input as values of 8, 16, 32 or 64 bits (the
+// first byte picks the width) and decodes them back.
+func FuzzEncodeMiniBlockFixed21(f *testing.F) {
+	f.Add([]byte{2, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0})
+	f.Add(append([]byte{3}, bytes.Repeat([]byte{7, 0, 0, 0, 0, 0, 0, 0}, 1500)...))
+	f.Add(append([]byte{0}, bytes.Repeat([]byte{1, 2, 3}, 2000)...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 {
+			return
+		}
+		bits := 8 << (in[0] % 4)
+		data := in[1:]
+		n := len(data) * 8 / bits
+		data = data[:n*bits/8]
+		mb := EncodeMiniBlockFixed(data, bits, n)
+		if got := encTestDecodeMiniBlock(t, mb, bits); !bytes.Equal(got, data) {
+			t.Fatalf("%d %d-bit values do not round-trip (encoding %v)", n, bits, mb.Encoding)
+		}
+	})
+}
+
+// FuzzEncodeLevels21 encodes the input as u16 levels cut into chunks (the first byte
+// sets the chunk length) and decodes every chunk back.
+func FuzzEncodeLevels21(f *testing.F) {
+	f.Add([]byte{10, 1, 0, 0, 0, 1, 0, 2, 0})
+	f.Add(append([]byte{200}, bytes.Repeat([]byte{1, 0, 0, 0, 0, 0, 3, 0}, 900)...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 3 {
+			return
+		}
+		per := int(in[0]) + 1
+		levels := make([]uint16, (len(in)-1)/2)
+		for i := range levels {
+			levels[i] = binary.LittleEndian.Uint16(in[1+2*i:])
+		}
+		var chunks []int
+		for left := len(levels); left > 0; left -= per {
+			chunks = append(chunks, min(per, left))
+		}
+		enc, bufs := EncodeLevels(levels, chunks)
+		if _, ok := enc.Compression.(*pb.CompressiveEncoding_Flat); !ok && len(levels) == 0 {
+			t.Fatal("levels without levels")
+		}
+		pos := 0
+		for i, c := range chunks {
+			for j, v := range encTestDecodeLevels(t, enc, bufs[i], c) {
+				if v != levels[pos+j] {
+					t.Fatalf("chunk %d level %d: %d, want %d", i, j, v, levels[pos+j])
+				}
+			}
+			pos += c
+		}
+	})
+}
