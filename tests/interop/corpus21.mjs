@@ -962,7 +962,7 @@ wideCase("enc_fullzip_fixed", "fixed-width values >= 256 bytes: fsl<float32,128>
 wideCase("enc_fullzip_variable", "long strings and binaries (full-zip, variable)", ["long_text", "long_bin"], ["full_zip_layout"], 3000);
 wideCase("enc_fullzip_small", "full-zip shapes, 6 rows", ["vec128", "fsb300", "long_text", "long_bin"], [], 6);
 wideCase("v22_enc_fullzip", "full-zip values in storage version 2.2", ["vec128", "fsb300", "long_text", "long_bin"], ["full_zip_layout"], 2000, { storage: "2.2" });
-wideCase("enc_fullzip_pages", "full-zip values spanning many pages", ["vec128", "long_text", "long_bin"], ["full_zip_layout"], 12000, { batchRows: 1500, big: true });
+wideCase("enc_fullzip_pages", "full-zip values spanning several pages", ["vec128", "long_text", "long_bin"], ["full_zip_layout"], 6000, { batchRows: 1000, big: true, pages: 2 });
 
 // Values of 32 KiB and more: LanceDB compresses them (general compression in full-zip) without
 // being asked.
@@ -1186,9 +1186,10 @@ add({
 });
 add({
   name: "big_mixed",
-  about: "200k rows of mixed columns written in 50k-row batches (natural multi-page, several chunks)",
-  columns: () => mixedColumns(200000, 56),
-  batchRows: 50000,
+  about: "120k rows of mixed columns written in 30k-row batches (LanceDB's own page sizes: several pages per column)",
+  columns: () => mixedColumns(120000, 56),
+  batchRows: 30000,
+  pages: 2,
   big: true,
 });
 add({
