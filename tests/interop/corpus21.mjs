@@ -1111,7 +1111,7 @@ function blobColumns(n, seed) {
 }
 // LanceDB reads a blob column back as descriptions (struct{position, size} for 2.1 blobs;
 // struct{kind, position, size, blob_id, blob_uri} for blob v2), not as the bytes.
-add({ name: "meta_blob", about: "lance-encoding:blob on a large_binary column", columns: () => blobColumns(200, 41), expect: ["blob_layout"], fieldMetadata: { blob: { "lance-encoding:blob": "true" } } });
+add({ name: "meta_blob", blob: true, about: "lance-encoding:blob on a large_binary column", columns: () => blobColumns(200, 41), expect: ["blob_layout"], fieldMetadata: { blob: { "lance-encoding:blob": "true" } } });
 // Storage version 2.2 refuses lance-encoding:blob ("Legacy blob columns ... are not supported
 // for file version >= 2.2") and wants the blob v2 extension type instead.
 function blobV2Columns(n, seed) {
@@ -1123,7 +1123,7 @@ function blobV2Columns(n, seed) {
   ];
 }
 // LanceDB turns stable row ids on by itself for a table with a blob v2 column.
-add({ name: "v22_meta_blob_v2", storage: "2.2", about: "blob v2 extension type (lance.blob.v2) on struct{data, uri}", columns: () => blobV2Columns(200, 42), expect: ["variable_packed_struct"], stableRowIds: true, fieldMetadata: { blob: { "ARROW:extension:name": "lance.blob.v2" } } });
+add({ name: "v22_meta_blob_v2", blob: true, storage: "2.2", about: "blob v2 extension type (lance.blob.v2) on struct{data, uri}", columns: () => blobV2Columns(200, 42), expect: ["variable_packed_struct"], stableRowIds: true, fieldMetadata: { blob: { "ARROW:extension:name": "lance.blob.v2" } } });
 
 // ---- tables LanceDB builds in several steps
 
@@ -1303,6 +1303,17 @@ async function generateCase(db, dir, c) {
   // Row-address order (stable row ids: id order, which is insertion order here).
   rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   for (let i = 1; i < rows.length; i++) if (rows[i][0] === rows[i - 1][0]) throw new Error(`duplicate _rowid ${rows[i][0]}`);
+  // What LanceDB read must be what went in, where nothing after the write changed the table.
+  if (!c.after && !c.sqlColumns && !c.casts && !c.blob) {
+    const inputLines = [];
+    for (const batch of table.batches) {
+      const keep = batch.schema.fields.map((f, k) => k).filter((k) => Object.hasOwn(select, batch.schema.fields[k].name));
+      const keys = keep.map((k) => JSON.stringify(batch.schema.fields[k].name));
+      for (let i = 0; i < batch.numRows; i++) inputLines.push(`{${keep.map((k, j) => `${keys[j]}:${encodeValue(batch.data.children[k], i)}`).join(",")}}`);
+    }
+    const bad = rows.findIndex(([, line], i) => line !== inputLines[i]);
+    if (bad >= 0) throw new Error(`LanceDB read row ${bad} differently from what was written:\n read    ${rows[bad][1].slice(0, 300)}\n written ${inputLines[bad].slice(0, 300)}`);
+  }
 
   // gzip keeps the corpus directory small (the row text repeats every key).
   const expected = path.join("expected", `${c.name}.jsonl.gz`);
