@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -91,6 +92,9 @@ type Reader struct {
 	// (tests lower it).
 	maxPending int
 	cache      *pageCache
+	// fetchMu guards fetching, the pages being fetched.
+	fetchMu  sync.Mutex
+	fetching map[[2]int]*pageFetch
 }
 
 // ReaderOptions tunes a Reader. The zero value gives the defaults.
