@@ -111,6 +111,9 @@ type bufRange struct{ pos, size uint64 }
 
 type column struct {
 	pages []pageInfo
+	// expand is the decoded/stored size ratio last seen reading compressed variable
+	// values of the column (2.1 full-zip pages), to size buffers ahead.
+	expand atomic.Uint64
 }
 
 type pageInfo struct {
