@@ -167,6 +167,11 @@ func loadDataset(ctx context.Context, st objstore.Store, key string) (*Dataset, 
 		return nil, err
 	}
 	sch, err := schema.FromProto(mf.Manifest.GetFields(), mf.Manifest.GetSchemaMetadata())
+	if errors.Is(err, schema.ErrUnsupportedType) {
+		// A valid table with a type lancectx does not model (map, null, nested
+		// fixed-size lists...): not corruption.
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, key, err)
+	}
 	if err != nil {
 		return nil, corruptf(key, "schema: %v", err)
 	}

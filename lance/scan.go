@@ -420,7 +420,9 @@ func drain(chans []chan scanItem) {
 
 // fragmentReader reads rows of one fragment across its data files.
 type fragmentReader struct {
-	frag    *tablepb.DataFragment
+	frag *tablepb.DataFragment
+	// mu guards readers: a fragment's batches are read concurrently.
+	mu      sync.Mutex
 	readers map[string]*file.Reader // by data file path
 	// owner maps the field ids a data file lists to it: every field of a 2.0 file, only
 	// the leaves (no struct or list parents) of a 2.1+ file.
@@ -459,6 +461,9 @@ func openFragment(frag *tablepb.DataFragment) (*fragmentReader, error) {
 }
 
 func (fr *fragmentReader) reader(ctx context.Context, st objstore.Reader, df *tablepb.DataFile) (*file.Reader, error) {
+	// Opening under the lock: concurrent batches of a fragment open each file once.
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
 	if r, ok := fr.readers[df.GetPath()]; ok {
 		return r, nil
 	}
@@ -573,25 +578,53 @@ func (p *scanPlan) readFragment(ctx context.Context, st objstore.Store, frag *ta
 		send(scanItem{err: fmt.Errorf("fragment %d: %w", frag.GetId(), err)})
 		return
 	}
+	// Up to batchWindow batches are decoded at once and sent in order: a table of one
+	// large fragment (LanceDB's default is 1M rows per file) then keeps more than one
+	// core busy, and the compressed 2.1 encodings make decoding the bulk of a scan.
 	total := frag.GetPhysicalRows()
-	for start := uint64(0); start < total; start += uint64(p.batchSize) {
-		if ctx.Err() != nil {
+	var pending []chan scanItem
+	next := uint64(0)
+	launch := func() {
+		start, end := next, min(next+uint64(p.batchSize), total)
+		next = end
+		c := make(chan scanItem, 1)
+		pending = append(pending, c)
+		go func() {
+			rec, err := p.readBatch(ctx, st, fr, deleted, start, end)
+			c <- scanItem{rec: rec, err: err}
+		}()
+	}
+	defer func() {
+		for _, c := range pending {
+			if it := <-c; it.rec != nil {
+				it.rec.Release()
+			}
+		}
+	}()
+	for next < total && len(pending) < batchWindow {
+		launch()
+	}
+	for len(pending) > 0 {
+		it := <-pending[0]
+		pending = pending[1:]
+		if next < total && ctx.Err() == nil && it.err == nil {
+			launch()
+		}
+		if it.err != nil {
+			send(scanItem{err: it.err})
 			return
 		}
-		end := min(start+uint64(p.batchSize), total)
-		rec, err := p.readBatch(ctx, st, fr, deleted, start, end)
-		if err != nil {
-			send(scanItem{err: err})
-			return
-		}
-		if rec == nil {
+		if it.rec == nil {
 			continue
 		}
-		if !send(scanItem{rec: rec}) {
+		if !send(it) {
 			return
 		}
 	}
 }
+
+// batchWindow is how many batches of one fragment a scan decodes at once.
+const batchWindow = 2
 
 // readBatch reads physical rows [start,end) of a fragment and applies deletions, the
 // filter and the projection. It returns nil when no row survives.

@@ -129,11 +129,49 @@ func (c *pageCache) bytes() int64 {
 	return c.used
 }
 
+// pageFetch is a page being fetched; calls that want the same page wait for it rather
+// than fetch it again (a scan decodes neighbouring batches at once).
+type pageFetch struct {
+	done chan struct{}
+	bufs [][]byte
+	err  error
+}
+
 // page returns the buffers of page idx of column col, from the cache or fetched.
 func (r *Reader) page(ctx context.Context, col, idx int) ([][]byte, error) {
 	if bufs := r.cache.get(col, idx); bufs != nil {
 		return bufs, nil
 	}
+	key := [2]int{col, idx}
+	r.fetchMu.Lock()
+	if f, ok := r.fetching[key]; ok {
+		r.fetchMu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err == nil {
+			return f.bufs, nil
+		}
+		// The other fetch failed (perhaps its caller gave up): fetch ourselves.
+		return r.fetchAndCache(ctx, col, idx)
+	}
+	f := &pageFetch{done: make(chan struct{})}
+	if r.fetching == nil {
+		r.fetching = map[[2]int]*pageFetch{}
+	}
+	r.fetching[key] = f
+	r.fetchMu.Unlock()
+	f.bufs, f.err = r.fetchAndCache(ctx, col, idx)
+	r.fetchMu.Lock()
+	delete(r.fetching, key)
+	r.fetchMu.Unlock()
+	close(f.done)
+	return f.bufs, f.err
+}
+
+func (r *Reader) fetchAndCache(ctx context.Context, col, idx int) ([][]byte, error) {
 	p := &r.cols[col].pages[idx]
 	bufs, err := r.fetchPage(ctx, p)
 	if err != nil {

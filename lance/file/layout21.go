@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -496,6 +497,19 @@ type zipPage struct {
 	plainVals bool // values are stored as is (no per-value compression)
 	vdec      *compress.Decoder
 	rows      int
+}
+
+// expansion estimates decoded bytes per stored byte of a column's compressed variable
+// full-zip values: the ratio seen last (float64 bits in e, 0 before any read).
+func expansion(e *atomic.Uint64) float64 {
+	if b := e.Load(); b != 0 {
+		return math.Float64frombits(b) * 1.02
+	}
+	return 3 // FSST on text
+}
+
+func noteExpansion(e *atomic.Uint64, stored, decoded int) {
+	e.Store(math.Float64bits(float64(decoded) / float64(stored)))
 }
 
 func parseZipPage(lay *pb21.FullZipLayout, shape []bool, bufs [][]byte, rows uint64) (*zipPage, error) {

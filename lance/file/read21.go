@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -480,14 +481,19 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 	// l.offs delimits them in l.vals, l.order says which visible items are null.
 	gather := !zp.fixed && vc.GetVariablePackedStruct() != nil
 	l.rep, l.def, l.vals, l.offs, l.order = l.rep[:0], l.def[:0], l.vals[:0], append(l.offs[:0], 0), l.order[:0]
-	if bs, ok := l.sink.(*binSink); ok && !zp.fixed {
-		// Room for the values decoded (FSST: about 3x the stored bytes) in one allocation,
-		// so that the decoder appending them never has to grow the buffer.
+	bs, _ := l.sink.(*binSink)
+	if bs != nil && !zp.fixed {
+		// Room for the values in one allocation: the stored bytes, times the expansion
+		// seen on this page before (FSST, general compression) when they are decoded.
 		grow := len(data)
 		if !zp.plainVals {
-			grow = 4*len(data) + 64
+			grow = int(float64(len(data))*expansion(l.expand())) + 64
 		}
 		bs.data = slices.Grow(bs.data, preallocBytes(grow))
+	}
+	decodedFrom := 0
+	if bs != nil {
+		decodedFrom = len(bs.data)
 	}
 	pos, nvis, items, row := 0, 0, 0, a
 	for pos < len(data) {
@@ -553,8 +559,8 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 		}
 		if zp.plainVals {
 			err = l.sink.appendVar(v)
-		} else if bs, ok := l.sink.(*binSink); ok {
-			err = bs.appendDecoded(zp.vdec, v, len(data)-pos)
+		} else if bs != nil {
+			err = bs.appendDecoded(zp.vdec, v, len(data)-pos, expansion(l.expand()))
 		} else {
 			var dv []byte
 			if dv, err = zp.vdec.VariablePerValue(v); err == nil {
@@ -591,6 +597,9 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 	if zp.fixed {
 		return l.appendFixedZip(zp, vc, l.vals, nvis)
 	}
+	if bs != nil && !zp.plainVals && len(data) > 0 {
+		noteExpansion(l.expand(), len(data), len(bs.data)-decodedFrom)
+	}
 	if gather && len(l.order) > 0 {
 		blk, err := zp.vdec.VariablePerValues(l.vals, l.offs)
 		if err != nil {
@@ -611,6 +620,10 @@ func (l *leaf21) readZip(zp *zipPage, a, b int) error {
 	}
 	return nil
 }
+
+// expand is the column's observed expansion of compressed variable values (see
+// expansion), shared by every read of the column.
+func (l *leaf21) expand() *atomic.Uint64 { return &l.r.cols[l.pages.col].expand }
 
 // appendFixedZip appends n fixed-width full-zip values stored back to back in data.
 func (l *leaf21) appendFixedZip(zp *zipPage, vc *pb21.CompressiveEncoding, data []byte, n int) error {

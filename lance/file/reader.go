@@ -3,9 +3,11 @@ package file
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -90,6 +92,9 @@ type Reader struct {
 	// (tests lower it).
 	maxPending int
 	cache      *pageCache
+	// fetchMu guards fetching, the pages being fetched.
+	fetchMu  sync.Mutex
+	fetching map[[2]int]*pageFetch
 }
 
 // ReaderOptions tunes a Reader. The zero value gives the defaults.
@@ -106,6 +111,9 @@ type bufRange struct{ pos, size uint64 }
 
 type column struct {
 	pages []pageInfo
+	// expand is the decoded/stored size ratio last seen reading compressed variable
+	// values of the column (2.1 full-zip pages), to size buffers ahead.
+	expand atomic.Uint64
 }
 
 type pageInfo struct {
@@ -204,7 +212,13 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 	if err := proto.Unmarshal(fdBytes, &fd); err != nil {
 		return nil, corruptf(int64(gb0.pos), "file descriptor: %v", err)
 	}
+	if err := checkBlobV2(fd.GetSchema().GetFields()); err != nil {
+		return nil, err
+	}
 	sch, err := schema.FromProto(fd.GetSchema().GetFields(), fd.GetSchema().GetMetadata())
+	if errors.Is(err, schema.ErrUnsupportedType) {
+		return nil, fmt.Errorf("%w: file schema: %w", ErrUnsupportedEncoding, err)
+	}
 	if err != nil {
 		return nil, &CorruptionError{Offset: int64(gb0.pos), Msg: "file schema: " + err.Error()}
 	}
@@ -246,6 +260,23 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 	}
 	r.cache = newPageCache(len(r.cols), cacheBytes)
 	return r, nil
+}
+
+// checkBlobV2 recognizes the file schema of a 2.2 blob v2 column (extension type
+// lance.blob.v2, stored as a packed descriptor struct whose members have no field ids)
+// to refuse it by name rather than as a corrupt schema.
+func checkBlobV2(fields []*filepb.Field) error {
+	var blob string
+	for _, f := range fields {
+		if f.GetId() < 0 && blob != "" {
+			return fmt.Errorf("%w: blob v2 column %q", ErrUnsupportedEncoding, blob)
+		}
+		md := f.GetMetadata()
+		if _, ok := md["lance-encoding:blob"]; ok || string(md["ARROW:extension:name"]) == "lance.blob.v2" || f.GetExtensionName() == "lance.blob.v2" {
+			blob = f.GetName()
+		}
+	}
+	return nil
 }
 
 func readExact(ctx context.Context, src Source, off, n int64) ([]byte, error) {

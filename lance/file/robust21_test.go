@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	pb21 "github.com/lancectx/lancectx/lance/format/encodings21pb"
+	"github.com/lancectx/lancectx/lance/format/filepb"
 )
 
 // The checked-in LanceDB 2.1/2.2 files (testdata/lancedb21, regenerate with
@@ -313,4 +314,27 @@ func FuzzRead21(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRead21UnsupportedSchemasAreNamed: valid files whose schema lancectx does not model
+// fail with ErrUnsupportedEncoding, not as corrupt.
+func TestRead21UnsupportedSchemasAreNamed(t *testing.T) {
+	base := seeds21(t)[0].data
+	for _, tc := range []struct {
+		name   string
+		fields []*filepb.Field
+		want   string
+	}{
+		{"blob v2", []*filepb.Field{
+			{Name: "blob", Id: 0, ParentId: -1, LogicalType: "struct", Nullable: true, Metadata: map[string][]byte{"lance-encoding:blob": []byte("true")}},
+			{Name: "kind", Id: -1, ParentId: -1, LogicalType: "uint8"},
+		}, "blob v2 column"},
+		{"map", []*filepb.Field{{Name: "m", Id: 0, ParentId: -1, LogicalType: "map"}}, "map"},
+	} {
+		data := rewriteDescriptor(t, base, &filepb.FileDescriptor{Schema: &filepb.Schema{Fields: tc.fields}, Length: 1})
+		_, err := Open(context.Background(), BytesSource(data), int64(len(data)))
+		if !errors.Is(err, ErrUnsupportedEncoding) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
 }

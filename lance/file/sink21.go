@@ -339,16 +339,17 @@ func (s *binSink) appendVar(v []byte) error {
 }
 
 // appendDecoded appends one full-zip value decoded by dec straight into the data buffer;
-// rest is how many stored bytes of the read follow v, to size the buffer ahead.
-func (s *binSink) appendDecoded(dec *compress.Decoder, v []byte, rest int) error {
+// rest is how many stored bytes of the read follow v and expand their expected
+// expansion, to size the buffer ahead.
+func (s *binSink) appendDecoded(dec *compress.Decoder, v []byte, rest int, expand float64) error {
 	if err := s.bud.take(len(v) + 8); err != nil {
 		return err
 	}
 	// The decoder wants room for the largest expansion (8x for FSST) and grows the
 	// buffer itself otherwise, zeroing a new one every time: grow it here, once, for
-	// what is left of the read at a typical expansion.
+	// what is left of the read.
 	if need := 8*len(v) + 8; cap(s.data)-len(s.data) < need {
-		s.data = slices.Grow(s.data, need+preallocBytes(4*rest))
+		s.data = slices.Grow(s.data, need+preallocBytes(int(float64(rest)*expand)))
 	}
 	out, err := dec.AppendVariablePerValue(s.data, v)
 	if err != nil {
