@@ -958,10 +958,10 @@ const wideCase = (name, about, pick, expect, n, extra = {}) =>
     expect,
     ...extra,
   });
-wideCase("enc_fullzip_fixed", "fixed-width values >= 256 bytes: fsl<float32,128>, fixed_size_binary[300] (full-zip)", ["vec128", "vec128_nn", "fsb300"], ["full_zip_layout"], 3000);
-wideCase("enc_fullzip_variable", "long strings and binaries (full-zip, variable)", ["long_text", "long_bin"], ["full_zip_layout"], 3000);
+wideCase("enc_fullzip_fixed", "fixed-width values >= 256 bytes: fsl<float32,128>, fixed_size_binary[300] (full-zip)", ["vec128", "vec128_nn", "fsb300"], ["full_zip_layout"], 1500);
+wideCase("enc_fullzip_variable", "long strings and binaries (full-zip, variable)", ["long_text", "long_bin"], ["full_zip_layout"], 2000);
 wideCase("enc_fullzip_small", "full-zip shapes, 6 rows", ["vec128", "fsb300", "long_text", "long_bin"], [], 6);
-wideCase("v22_enc_fullzip", "full-zip values in storage version 2.2", ["vec128", "fsb300", "long_text", "long_bin"], ["full_zip_layout"], 2000, { storage: "2.2" });
+wideCase("v22_enc_fullzip", "full-zip values in storage version 2.2", ["vec128", "fsb300", "long_text", "long_bin"], ["full_zip_layout"], 1000, { storage: "2.2" });
 wideCase("enc_fullzip_pages", "full-zip values spanning several pages", ["vec128", "long_text", "long_bin"], ["full_zip_layout"], 6000, { batchRows: 1000, big: true, pages: 2 });
 
 // Values of 32 KiB and more: LanceDB compresses them (general compression in full-zip) without
@@ -1021,7 +1021,7 @@ for (const storage of ["2.1", "2.2"]) {
   const p = storage === "2.2" ? "v22_" : "";
   metaCase(`${p}meta_zstd`, storage, "compression=zstd on every shape", everyShape(C("zstd")), 12000, ["zstd"]);
   metaCase(`${p}meta_lz4`, storage, "compression=lz4 on every shape", everyShape(C("lz4")), 12000, ["lz4"]);
-  metaCase(`${p}meta_zstd_fullzip`, storage, "compression=zstd on full-zip values", ["vec128", "long_text", "long_bin"].map((k) => [k, C("zstd")]), 2000, ["full_zip_layout"]);
+  metaCase(`${p}meta_zstd_fullzip`, storage, "compression=zstd on full-zip values", ["vec128", "long_text", "long_bin"].map((k) => [k, C("zstd")]), 1000, ["full_zip_layout", "zstd"]);
 }
 metaCase("meta_zstd_level1", "2.1", "compression=zstd, compression-level=1", everyShape(C("zstd", { "lance-encoding:compression-level": "1" })), 12000, ["zstd", "level=1"]);
 metaCase("meta_zstd_level19", "2.1", "compression=zstd, compression-level=19", everyShape(C("zstd", { "lance-encoding:compression-level": "19" })), 12000, ["zstd", "level=19"]);
@@ -1057,8 +1057,8 @@ metaCase("meta_dict_values_zstd", "2.1", "dict-values-compression=zstd/lz4 on lo
 metaCase("v22_meta_dict_values_zstd", "2.2", "dict-values-compression=zstd in storage version 2.2", [["lowcard", { "lance-encoding:dict-values-compression": "zstd" }], ["lowcard_large", { "lance-encoding:dict-values-compression": "zstd", "lance-encoding:dict-values-compression-level": "9" }]], 12000, ["dictionary", "zstd"]);
 metaCase("meta_minichunk_size", "2.1", "minichunk-size=4096 on ints and strings", [["seq_i64", { "lance-encoding:minichunk-size": "4096" }], ["text", { "lance-encoding:minichunk-size": "4096" }]], 12000, []);
 metaCase("meta_structural_fullzip", "2.1", "structural-encoding=fullzip on narrow values", ["seq_i64", "rand_neg", "text", "lowcard", "rand_f64"].map((k) => [k, { "lance-encoding:structural-encoding": "fullzip" }]), 20000, ["full_zip_layout"]);
-metaCase("meta_structural_miniblock", "2.1", "structural-encoding=miniblock on wide values", ["vec128", "long_text", "long_bin"].map((k) => [k, { "lance-encoding:structural-encoding": "miniblock" }]), 2000, ["mini_block_layout"]);
-metaCase("v22_meta_structural_miniblock", "2.2", "structural-encoding=miniblock on wide values in storage version 2.2 (large chunks)", ["vec128", "long_text", "long_bin"].map((k) => [k, { "lance-encoding:structural-encoding": "miniblock" }]), 2000, ["mini_block_layout", "has_large_chunk"]);
+metaCase("meta_structural_miniblock", "2.1", "structural-encoding=miniblock on wide values", ["vec128", "long_text", "long_bin"].map((k) => [k, { "lance-encoding:structural-encoding": "miniblock" }]), 1000, ["mini_block_layout"]);
+metaCase("v22_meta_structural_miniblock", "2.2", "structural-encoding=miniblock on wide values in storage version 2.2 (large chunks)", ["vec128", "long_text", "long_bin"].map((k) => [k, { "lance-encoding:structural-encoding": "miniblock" }]), 1000, ["mini_block_layout", "has_large_chunk"]);
 metaCase("v22_meta_structural_fullzip", "2.2", "structural-encoding=fullzip in storage version 2.2", ["seq_i64", "text", "rand_f64"].map((k) => [k, { "lance-encoding:structural-encoding": "fullzip" }]), 20000, ["full_zip_layout"]);
 
 // packed structs
@@ -1303,8 +1303,9 @@ async function generateCase(db, dir, c) {
   // Row-address order (stable row ids: id order, which is insertion order here).
   rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   for (let i = 1; i < rows.length; i++) if (rows[i][0] === rows[i - 1][0]) throw new Error(`duplicate _rowid ${rows[i][0]}`);
-  // What LanceDB read must be what went in, where nothing after the write changed the table.
-  if (!c.after && !c.sqlColumns && !c.casts && !c.blob) {
+  // What LanceDB read must be what went in, where nothing after the write changed the table
+  // (checked on the tables up to 20k rows, which is most of them).
+  if (!c.after && !c.sqlColumns && !c.casts && !c.blob && n <= 20000) {
     const inputLines = [];
     for (const batch of table.batches) {
       const keep = batch.schema.fields.map((f, k) => k).filter((k) => Object.hasOwn(select, batch.schema.fields[k].name));
