@@ -88,6 +88,14 @@ func TestCorpus21(t *testing.T) {
 				t.Fatalf("expected rows file has %d lines, manifest says %d", len(expected), tc.Rows)
 			}
 			path := filepath.Join(dir, tc.Path)
+			if gap, ok := corpus21Gaps[tc.Name]; ok {
+				t.Run("gap", func(t *testing.T) {
+					defer failOnPanic(t)
+					corpus21Gap(t, path, tc, gap)
+				})
+				t.Run("corpus", func(t *testing.T) { corpus21Coverage(t, path, tc) })
+				return
+			}
 			t.Run("read", func(t *testing.T) {
 				defer failOnPanic(t)
 				corpus21Read(t, path, tc, expected)
@@ -104,6 +112,71 @@ func TestCorpus21(t *testing.T) {
 			}
 			t.Run("corpus", func(t *testing.T) { corpus21Coverage(t, path, tc) })
 		})
+	}
+}
+
+// corpus21Gaps lists the tables lancectx does not yet read as LanceDB does (open items of
+// issue 11), each with the way it must fail meanwhile: a clear error naming what is missing
+// (never wrong data, never a panic), or for blobs the documented difference. A gap that
+// closes, or starts failing another way, fails the test until it is taken off this list and
+// compared in full.
+var corpus21Gaps = map[string]corpus21GapSpec{
+	// lance/schema does not model these types yet: Open refuses the table by name.
+	"type_null":     {openErr: `logical type "null"`},
+	"nested_fsl":    {openErr: `logical type "fixed_size_list:fixed_size_list:`},
+	"v22_map":       {openErr: `logical type "map"`},
+	"v22_map_pages": {openErr: `logical type "map"`},
+	// A 2.1 blob column reads as its bytes (the large_binary the schema declares), where
+	// LanceDB's query answers blob descriptions {position, size}.
+	"meta_blob": {columns: []string{"id: int32 not null", "blob: large_binary"}},
+	// 2.2 blob v2 columns are refused when read.
+	"v22_meta_blob_v2": {scanErr: "blob v2"},
+}
+
+type corpus21GapSpec struct {
+	openErr string   // lance.Open fails with ErrUnsupported containing this
+	scanErr string   // the scan fails with an error containing this
+	columns []string // the scan succeeds with these columns and every row
+}
+
+func corpus21Gap(t *testing.T, path string, tc corpus21Table, gap corpus21GapSpec) {
+	ctx := t.Context()
+	ds, err := lance.Open(ctx, path)
+	if gap.openErr != "" {
+		if err == nil || !errors.Is(err, lance.ErrUnsupported) || !strings.Contains(err.Error(), gap.openErr) {
+			t.Fatalf("known gap: open should fail with ErrUnsupported naming %q, got %v (if this now reads, take %q off corpus21Gaps)", gap.openErr, err, tc.Name)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	recs, err := ds.Collect(ctx, lance.ScanOptions{Columns: tc.Project})
+	for _, r := range recs {
+		defer r.Release()
+	}
+	if gap.scanErr != "" {
+		if err == nil || !strings.Contains(err.Error(), gap.scanErr) {
+			t.Fatalf("known gap: scan should fail naming %q, got %v (if this now reads, take %q off corpus21Gaps)", gap.scanErr, err, tc.Name)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	if n != int64(tc.Rows) || len(recs) == 0 {
+		t.Fatalf("scan returned %d rows in %d batches, LanceDB wrote %d", n, len(recs), tc.Rows)
+	}
+	got := make([]string, recs[0].Schema().NumFields())
+	for i, f := range recs[0].Schema().Fields() {
+		got[i] = fieldString(f)
+	}
+	if !slices.Equal(got, gap.columns) {
+		t.Fatalf("known gap: columns %q, want %q (LanceDB's are %q)", got, gap.columns, tc.Columns)
 	}
 }
 
