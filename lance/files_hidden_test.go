@@ -59,10 +59,14 @@ func TestCommitFilesHidesRowsOfAddedFiles(t *testing.T) {
 		t.Errorf("CountRows %d, want 15", n)
 	}
 
-	other := info
-	other.Major, other.Minor = 2, 1
+	other := info // a file of the other version than the table's
+	if other.Minor == 1 {
+		other.Major, other.Minor = 2, 0
+	} else {
+		other.Major, other.Minor = 2, 1
+	}
 	if _, err := out.CommitFiles(ctx, FilesCommit{Files: []NamedDataFile{{Path: "extra.lance", DataFileInfo: other}}}); !errors.Is(err, ErrStorageVersion) {
-		t.Errorf("a 2.1 file into a 2.0 table: %v, want ErrStorageVersion", err)
+		t.Errorf("a %d.%d file into a %s table: %v, want ErrStorageVersion", other.Major, other.Minor, out.DataStorageVersion(), err)
 	}
 	all := roaring.New()
 	all.AddRange(0, info.Rows)
