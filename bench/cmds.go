@@ -37,7 +37,7 @@ var ErrUsage = errors.New("usage")
 const Usage = `lancebench: the lancectx side of the LanceDB comparison (bench/run.sh drives it).
 Every command prints one JSON object on stdout (test-figures: one per test; report: markdown).
 
-  lancebench write        --uri DIR [--rows N] [--batch N] [--seed S] [--stream] [--no-fsync]
+  lancebench write        --uri DIR [--rows N] [--batch N] [--seed S] [--stream] [--no-fsync] [--storage-version 2.0|2.1]
   lancebench scan         --uri DIR [--columns a,b] [--digest]
   lancebench open         --uri DIR [--iters N]
   lancebench gen-versions --uri DIR [--versions N] [--fragments N]
@@ -109,6 +109,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		seed       = fset.Uint("seed", DefaultSeed, "generator seed")
 		stream     = fset.Bool("stream", false, "write: generate while writing")
 		noFsync    = fset.Bool("no-fsync", false, "write: store without fsync (diagnosis only: not durable)")
+		storageVer = fset.String("storage-version", lance.DefaultDataStorageVersion, "write: data storage version of the new dataset (2.0 or 2.1)")
 		columns    = fset.String("columns", "", "scan: comma-separated columns (default all)")
 		digest     = fset.Bool("digest", false, "scan: hash every row (slow; for checks)")
 		iters      = fset.Int("iters", 50, "open: number of opens")
@@ -178,7 +179,12 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 	switch cmd {
 	case "write":
 		if err = needURI(); err == nil {
-			res, err = Write(ctx, *uri, *rows, *batch, uint32(*seed), *stream, !*noFsync)
+			var sv string
+			if sv, err = lance.ParseDataStorageVersion(*storageVer); err != nil {
+				err = fmt.Errorf("%w: %v", ErrUsage, err)
+			} else {
+				res, err = Write(ctx, *uri, *rows, *batch, uint32(*seed), *stream, !*noFsync, sv)
+			}
 		}
 	case "scan":
 		if err = needURI(); err == nil {
@@ -314,13 +320,15 @@ func isSet(fset *flag.FlagSet, name string) bool {
 
 // WriteResult is the output of write.
 type WriteResult struct {
-	Cmd     string  `json:"cmd"`
-	Side    string  `json:"side"`
-	Mode    string  `json:"mode"` // "pregen" or "stream"
-	Fsync   bool    `json:"fsync"`
-	Rows    int64   `json:"rows"`
-	Bytes   int64   `json:"bytes"`
-	Seconds float64 `json:"seconds"`
+	Cmd   string `json:"cmd"`
+	Side  string `json:"side"`
+	Mode  string `json:"mode"` // "pregen" or "stream"
+	Fsync bool   `json:"fsync"`
+	// StorageVersion is the data storage version written ("2.0" or "2.1").
+	StorageVersion string  `json:"storage_version"`
+	Rows           int64   `json:"rows"`
+	Bytes          int64   `json:"bytes"`
+	Seconds        float64 `json:"seconds"`
 	// CPUSeconds is the process's CPU time (all threads) during the timed part.
 	CPUSeconds float64 `json:"cpu_seconds"`
 	RowsPerS   float64 `json:"rows_per_s"`
@@ -338,8 +346,8 @@ type WriteResult struct {
 
 // Write creates a new dataset at uri with rows generated rows. Without fsync the store
 // is the benchmark's fixture store, to show what fsync costs.
-func Write(ctx context.Context, uri string, rows int64, batch int, seed uint32, stream, fsync bool) (*WriteResult, error) {
-	res := &WriteResult{Cmd: "write", Side: SideGo, Mode: "pregen", Fsync: fsync}
+func Write(ctx context.Context, uri string, rows int64, batch int, seed uint32, stream, fsync bool, storageVersion string) (*WriteResult, error) {
+	res := &WriteResult{Cmd: "write", Side: SideGo, Mode: "pregen", Fsync: fsync, StorageVersion: storageVersion}
 	var st objstore.Store
 	var err error
 	if fsync {
@@ -379,7 +387,7 @@ func Write(ctx context.Context, uri string, rows int64, batch int, seed uint32, 
 	}
 	defer rdr.Release()
 	t0, c0 := time.Now(), cpuTime()
-	ds, err := lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate})
+	ds, err := lance.WriteStore(ctx, st, rdr, lance.WriteOptions{Mode: lance.ModeCreate, DataStorageVersion: storageVersion})
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", uri, err)
 	}

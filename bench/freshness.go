@@ -33,6 +33,9 @@ import (
 var sectionCode = map[string][]string{
 	"storage": {"lance", "objstore", "bench/gen.go", "bench/cmds.go", "bench/faststore.go", "bench/cpu_unix.go", "bench/cmd/lancebench",
 		"tests/interop/bench-peer.mjs", "go.mod", "bench/run.sh#storage"},
+	"format21": {"lance", "objstore", "adopt", "registry", "wal", "rollout", "master", "api", "bench/gen.go", "bench/cmds.go",
+		"bench/faststore.go", "bench/cpu_unix.go", "bench/cmd/lancebench", "bench/adopt_bench", "tests/interop/bench-peer.mjs",
+		"tests/interop/lancecontext-fixture.mjs", "go.mod", "bench/run.sh#format21"},
 	"maintenance": {"lance", "objstore", "bench/history.go", "bench/maint.go", "bench/indexstore.go", "bench/cmds.go", "bench/cpu_unix.go",
 		"bench/cmd/lancebench", "tests/interop/bench-peer.mjs", "tests/interop/oracle.mjs", "go.mod", "bench/run.sh#maintenance"},
 	"coord": {"coord", "bench/coordbench.go", "bench/cmds.go", "bench/cmd/lancebench", "go.mod", "bench/run.sh#coord"},

@@ -100,6 +100,8 @@ type Meta struct {
 	CoordNotes  []string `json:"coord_notes"`
 	WorkerNotes []string `json:"worker_notes"`
 	MasterNotes []string `json:"master_notes"`
+	// Format21Notes describe the format21 section (issue 11).
+	Format21Notes []string `json:"format21_notes"`
 	// Durations is the wall time of each section of the run.
 	Durations []SectionTime `json:"durations"`
 	// Commit is the commit checked out when the run built its binaries (git rev-parse
@@ -275,7 +277,18 @@ func renderStorage(e *emitter, meta Meta, results []Result) {
 	p("(open: median of %d opens within one process, median over repetitions).\n\n", meta.OpenIters)
 	p("%s", tableHeader)
 	var details []string
-	for _, d := range definitions(meta.Versions) {
+	pairRows(e, definitions(meta.Versions), results, &details)
+	memRows(e, results, &details, meta.Rows, "5.", "mem-", "2.11", "2.12")
+	openScaling(e, results, meta.Versions)
+	e.runFooter(meta, lancedbVersions(meta)+"; apache-arrow (JS) "+meta.ArrowJS,
+		[]string{fmt.Sprintf("rows: %d; repetitions: %d; opens per measurement: %d; versions of the open dataset: %d",
+			meta.Rows, meta.Reps, meta.OpenIters, meta.Versions)}, meta.Notes, details)
+}
+
+// pairRows adds a row per definition that has results: the medians of both sides, the
+// speed ratio, the CPU-time ratio and whether the target is met; details gets every value.
+func pairRows(e *emitter, defs []benchDef, results []Result, details *[]string) {
+	for _, d := range defs {
 		gs := pick(results, d.goBench, SideGo, d.goMode)
 		ls := pick(results, d.ldbBench, SideLanceDB, d.ldbMode)
 		if len(gs) == 0 && len(ls) == 0 {
@@ -291,7 +304,7 @@ func renderStorage(e *emitter, meta Meta, results []Result) {
 			if d.metric.name == "ms" {
 				unit = "ms per open"
 			}
-			details = append(details, fmt.Sprintf("- %s, %s: %s %s; CPU %s %s", d.title, rs[0].Side, fmtVals(vals), d.metric.name, fmtVals(cvals), unit))
+			*details = append(*details, fmt.Sprintf("- %s, %s: %s %s; CPU %s %s", d.title, rs[0].Side, fmtVals(vals), d.metric.name, fmtVals(cvals), unit))
 			return d.metric.format(v, rs, other), v, c
 		}
 		gText, gv, gc := cell(gs, ls)
@@ -317,11 +330,6 @@ func renderStorage(e *emitter, meta Meta, results []Result) {
 		}
 		e.row(tableRow{id: d.id, title: d.title, lancectx: gText, lancedb: lText, ratio: ratio, cpuRatio: cpuRatio, target: d.targetText, met: met})
 	}
-	memRows(e, results, &details, meta.Rows)
-	openScaling(e, results, meta.Versions)
-	e.runFooter(meta, lancedbVersions(meta)+"; apache-arrow (JS) "+meta.ArrowJS,
-		[]string{fmt.Sprintf("rows: %d; repetitions: %d; opens per measurement: %d; versions of the open dataset: %d",
-			meta.Rows, meta.Reps, meta.OpenIters, meta.Versions)}, meta.Notes, details)
 }
 
 // lancedbVersions is the versions line of a section with a LanceDB peer.
@@ -363,7 +371,7 @@ func (e *emitter) runFooter(meta Meta, versions string, extra, notes, details []
 // memRows adds the peak-memory rows of the streaming Go write at each size and the
 // flatness verdicts: the peak at the benchmark size (rows) within 25% of the peak at the
 // smallest size, and, when a larger size ran, the peak there within 25% of the peak at rows.
-func memRows(e *emitter, results []Result, details *[]string, rows int64) {
+func memRows(e *emitter, results []Result, details *[]string, rows int64, num, prefix, idLow, idHigh string) {
 	p := e.p
 	type point struct {
 		rows int64
@@ -371,7 +379,7 @@ func memRows(e *emitter, results []Result, details *[]string, rows int64) {
 	}
 	var pts []point
 	for _, r := range results {
-		if !strings.HasPrefix(r.Bench, "mem-") || r.Side != SideGo {
+		if !strings.HasPrefix(r.Bench, prefix) || r.Side != SideGo {
 			continue
 		}
 		i := slices.IndexFunc(pts, func(pt point) bool { return pt.rows == r.Rows })
@@ -386,30 +394,30 @@ func memRows(e *emitter, results []Result, details *[]string, rows int64) {
 	}
 	slices.SortFunc(pts, func(a, b point) int { return int(a.rows - b.rows) })
 	for _, pt := range pts {
-		p("| 5. peak RSS (VmHWM), lancectx streaming write of %s rows, fresh process | %.0f MiB | — | — | — | see growth | — |\n", si(float64(pt.rows)), pt.peak/(1<<20))
+		p("| %s peak RSS (VmHWM), lancectx streaming write of %s rows, fresh process | %.0f MiB | — | — | — | see growth | — |\n", num, si(float64(pt.rows)), pt.peak/(1<<20))
 		*details = append(*details, fmt.Sprintf("- peak RSS, %d rows: %.0f MiB (max over repetitions)", pt.rows, pt.peak/(1<<20)))
 	}
 	var stream []float64
 	for _, r := range results {
-		if strings.HasPrefix(r.Bench, "mem-") && r.Side == SideGo && r.Rows == rows {
+		if strings.HasPrefix(r.Bench, prefix) && r.Side == SideGo && r.Rows == rows {
 			stream = append(stream, r.RowsPerS)
 		}
 	}
 	if len(stream) > 0 {
 		slices.Sort(stream)
-		p("| 5. lancectx streaming write of %s rows incl. data generation (fresh process) | %s rows/s | — | — | — | info | — |\n", si(float64(rows)), si(Median(stream)))
+		p("| %s lancectx streaming write of %s rows incl. data generation (fresh process) | %s rows/s | — | — | — | info | — |\n", num, si(float64(rows)), si(Median(stream)))
 	}
 	growth := func(id string, lo, hi point, what string) {
 		g := hi.peak / lo.peak
-		e.row(tableRow{id: id, title: fmt.Sprintf("5. memory growth %s -> %s rows%s (peak ratio)", si(float64(lo.rows)), si(float64(hi.rows)), what),
+		e.row(tableRow{id: id, title: fmt.Sprintf("%s memory growth %s -> %s rows%s (peak ratio)", num, si(float64(lo.rows)), si(float64(hi.rows)), what),
 			lancectx: fmt.Sprintf("%.2fx", g), lancedb: "—", ratio: "—", cpuRatio: "—", target: "<= 1.25x", met: yesNo(g <= 1.25)})
 	}
 	at := slices.IndexFunc(pts, func(pt point) bool { return pt.rows == rows })
 	if at > 0 {
-		growth("2.11", pts[0], pts[at], "")
+		growth(idLow, pts[0], pts[at], "")
 	}
 	if at >= 0 && at < len(pts)-1 {
-		growth("2.12", pts[at], pts[len(pts)-1], ", beyond the benchmark size")
+		growth(idHigh, pts[at], pts[len(pts)-1], ", beyond the benchmark size")
 	}
 }
 

@@ -21,6 +21,9 @@
 #
 # Sections (all by default):
 #   storage      issue 2: write, scans, open with 10,000 versions, memory    (~5 min)
+#   format21     issue 11: Lance 2.1 write and scans vs LanceDB 2.1, streaming 2.1 write
+#                memory, `lancectx adopt` of 1,000 stores x 10 pending generations (~6 min,
+#                the adopt fixture built once with LanceDB)
 #   maintenance  issue 3: cleanup of a 68,000-version backlog, compaction   (~10 min, fixtures reused)
 #   coord        issue 4: lancebench coord (TryLock, cancelled Lock, SIGKILL failover on
 #                embedded etcd) and the coord package's acceptance tests     (~1-2 min)
@@ -32,11 +35,11 @@
 #                incident test                                               (~5 min, fixtures reused)
 #
 #   --only LIST     run only these sections (comma-separated, e.g. --only worker,master)
-#   --no-storage, --no-maintenance, --no-coord, --no-worker, --no-master: skip one
+#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master: skip one
 #   --maintenance-only    same as --only maintenance
 #   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
 #                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
-#                   generations, 200 idle stores, 1,000 experiments, 5,000 _stats
+#                   generations, 200 idle stores, 100 adopted stores, 1,000 experiments, 5,000 _stats
 #                   versions); its report goes to bench/out/run/RESULTS.md, not
 #                   bench/RESULTS.md
 #   --no-report     leave bench/RESULTS.md alone (report in bench/out/run/RESULTS.md)
@@ -54,6 +57,7 @@
 #   --ingest-seconds N     measured ingest time per side and repetition (10; 1 s warm-up)
 #   --worker-gens N        sealed generations of the merge benchmarks (1,000)
 #   --idle-stores N        resident stores of the idle-worker benchmark (2,000)
+#   --adopt-stores N       stores of the adopt benchmark (1,000; also run at a tenth)
 #   --experiments N        experiments of the master benchmarks (10,000)
 #   --readers N            concurrent GET /api/v1/experiments readers (50)
 #   --list-seconds N       idle listing window (5; the maintenance window lasts as long
@@ -74,10 +78,10 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 export LANCEDB_LOG=error
 
-ALL_SECTIONS="storage maintenance coord worker master"
+ALL_SECTIONS="storage format21 maintenance coord worker master"
 ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
-COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000
+COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000 ADOPT_STORES=1000
 EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=170000
 ONLY="" SKIP="" RESTAMP=0
 declare -A SET=()
@@ -86,7 +90,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) ONLY=${2//,/ }; shift 2 ;;
     --only=*) ONLY=${1#--only=}; ONLY=${ONLY//,/ }; shift ;;
-    --no-storage|--no-maintenance|--no-coord|--no-worker|--no-master) SKIP="$SKIP ${1#--no-}"; shift ;;
+    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master) SKIP="$SKIP ${1#--no-}"; shift ;;
     --maintenance-only) ONLY=maintenance; shift ;;
     --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
@@ -101,6 +105,7 @@ while [ $# -gt 0 ]; do
     --ingest-seconds) INGEST_SECONDS=$2; SET[ingest]=1; shift 2 ;;
     --worker-gens) WORKER_GENS=$2; SET[gens]=1; shift 2 ;;
     --idle-stores) IDLE_STORES=$2; SET[idle]=1; shift 2 ;;
+    --adopt-stores) ADOPT_STORES=$2; SET[adopt]=1; shift 2 ;;
     --experiments) EXPERIMENTS=$2; SET[experiments]=1; shift 2 ;;
     --readers) READERS=$2; SET[readers]=1; shift 2 ;;
     --list-seconds) LIST_SECONDS=$2; SET[list]=1; shift 2 ;;
@@ -130,6 +135,7 @@ if [ "$QUICK" = 1 ]; then
   [ -n "${SET[ingest]:-}" ] || INGEST_SECONDS=3
   [ -n "${SET[gens]:-}" ] || WORKER_GENS=200
   [ -n "${SET[idle]:-}" ] || IDLE_STORES=200
+  [ -n "${SET[adopt]:-}" ] || ADOPT_STORES=100
   [ -n "${SET[experiments]:-}" ] || EXPERIMENTS=1000
   [ -n "${SET[list]:-}" ] || LIST_SECONDS=2
   [ -n "${SET[backlog]:-}" ] || STATS_BACKLOG=2000
@@ -155,7 +161,7 @@ SECTIONS=${SECTIONS# }
 if [ -z "$SECTIONS" ]; then echo "run.sh: no section left to run" >&2; exit 2; fi
 runs() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS" "$COORD_REPS" "$INGEST_SECONDS" \
-  "$WORKER_GENS" "$IDLE_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS"; do
+  "$WORKER_GENS" "$IDLE_STORES" "$ADOPT_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS"; do
   case "$v" in ''|*[!0-9]*|0) echo "run.sh: counts must be positive integers" >&2; exit 2 ;; esac
 done
 if [ "$VERSIONS" -lt 100 ]; then echo "run.sh: --versions must be at least 100" >&2; exit 2; fi
@@ -267,23 +273,24 @@ warm() { find "$@" -type f -exec cat {} + >/dev/null; }
 
 if runs storage; then
 section_start storage
-# 1. Writes. sync first so the previous run's dirty pages are not flushed during this one.
+# 1. Writes, both sides in data storage version 2.0 (issue 2's format; 2.1 is the
+# format21 section's). sync first so the previous run's dirty pages are not flushed during this one.
 WGO=$RUN/w-go.lance WLDB=$RUN/w-ldb.lance WNF=$RUN/w-nofsync.lance
 for rep in $(seq 1 "$REPS"); do
   log "write, repetition $rep/$REPS ($ROWS rows)"
   rm -rf "$WGO" "$WLDB" "$WNF"
   sync
   if [ $((rep % 2)) -eq 1 ]; then
-    record write "$rep" gob write --uri "$WGO" --rows "$ROWS"
+    record write "$rep" gob write --uri "$WGO" --rows "$ROWS" --storage-version 2.0
     sync
-    record write "$rep" peer write --uri "$WLDB" --rows "$ROWS"
+    record write "$rep" peer write --uri "$WLDB" --rows "$ROWS" --storage-version 2.0
   else
-    record write "$rep" peer write --uri "$WLDB" --rows "$ROWS"
+    record write "$rep" peer write --uri "$WLDB" --rows "$ROWS" --storage-version 2.0
     sync
-    record write "$rep" gob write --uri "$WGO" --rows "$ROWS"
+    record write "$rep" gob write --uri "$WGO" --rows "$ROWS" --storage-version 2.0
   fi
   sync
-  record write-nofsync "$rep" gob write --uri "$WNF" --rows "$ROWS" --no-fsync
+  record write-nofsync "$rep" gob write --uri "$WNF" --rows "$ROWS" --no-fsync --storage-version 2.0
 done
 rm -rf "$WNF"
 sync
@@ -325,11 +332,65 @@ for n in $((ROWS / 10)) $((ROWS * 3 / 10)) "$ROWS" $((ROWS * 3)); do
   log "memory, streaming write of $n rows"
   rm -rf "$RUN/mem.lance"
   sync
-  record "mem-$n" 1 gob write --uri "$RUN/mem.lance" --rows "$n" --stream
+  record "mem-$n" 1 gob write --uri "$RUN/mem.lance" --rows "$n" --stream --storage-version 2.0
 done
 rm -rf "$RUN/mem.lance"
 section_end storage
 fi # storage
+
+if runs format21; then
+section_start format21
+# 13. Lance 2.1 (issue 11): both sides write data storage version 2.1 (LanceDB's default and
+# lancectx's), then scan the table LanceDB wrote and the one lancectx wrote.
+W21GO=$RUN/w21-go.lance W21LDB=$RUN/w21-ldb.lance
+for rep in $(seq 1 "$REPS"); do
+  log "2.1 write, repetition $rep/$REPS ($ROWS rows)"
+  rm -rf "$W21GO" "$W21LDB"
+  sync
+  if [ $((rep % 2)) -eq 1 ]; then
+    record format21-write "$rep" gob write --uri "$W21GO" --rows "$ROWS" --storage-version 2.1
+    sync
+    record format21-write "$rep" peer write --uri "$W21LDB" --rows "$ROWS" --storage-version 2.1
+  else
+    record format21-write "$rep" peer write --uri "$W21LDB" --rows "$ROWS" --storage-version 2.1
+    sync
+    record format21-write "$rep" gob write --uri "$W21GO" --rows "$ROWS" --storage-version 2.1
+  fi
+  sync
+done
+log "2.1 scans"
+warm "$W21GO" "$W21LDB"
+for rep in $(seq 1 "$REPS"); do
+  for ds in ldb go; do
+    uri=$W21LDB
+    [ "$ds" = go ] && uri=$W21GO
+    pair "format21-scan-all-$ds" "$rep" scan --uri "$uri" -- scan --uri "$uri"
+    pair "format21-scan-2num-$ds" "$rep" scan --uri "$uri" --columns reward,sequence_order -- scan --uri "$uri" --columns reward,sequence_order
+    pair "format21-scan-rid-$ds" "$rep" scan --uri "$uri" --columns reward,id -- scan --uri "$uri" --columns reward,id
+  done
+done
+# Peak memory of the streaming 2.1 write at 1/10, 1 and 3 times the row count.
+for n in $((ROWS / 10)) "$ROWS" $((ROWS * 3)); do
+  log "2.1 memory, streaming write of $n rows"
+  rm -rf "$RUN/mem21.lance"
+  sync
+  record "format21-mem-$n" 1 gob write --uri "$RUN/mem21.lance" --rows "$n" --stream --storage-version 2.1
+done
+rm -rf "$RUN/mem21.lance"
+# Adoption of a lance-context data directory (bench/adopt_bench; its fixture is built once
+# with LanceDB under bench/out/ and reused; every run adopts a hard-linked copy):
+# ADOPT_STORES stores with 10 pending generations each, and a tenth of the stores to show
+# that memory does not grow with the store count.
+go build -o "$OUT/adopt_bench" ./bench/adopt_bench
+for stores in $((ADOPT_STORES / 10)) "$ADOPT_STORES"; do
+  for rep in $(seq 1 "$REPS"); do
+    log "adopt $stores stores x 10 generations, repetition $rep/$REPS"
+    sync
+    record "format21-adopt-$stores" "$rep" "$OUT/adopt_bench" -stores "$stores" -generations 10 -storage-version 2.1 2>"$RUN/adopt-$stores-$rep.log"
+  done
+done
+section_end format21
+fi # format21
 
 if runs maintenance; then
 section_start maintenance
@@ -510,7 +571,7 @@ jq -n \
   --argjson hversions "$HISTORY_VERSIONS" --argjson cfrags "$COMPACT_FRAGMENTS" \
   --argjson durations "[$(IFS=,; echo "${DURATIONS[*]}")]" --arg sections "$SECTIONS" \
   --arg commit "$COMMIT" --arg code_tree "$CODE_TREE" \
-  --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" --arg idlestores "$IDLE_STORES" \
+  --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" --arg idlestores "$IDLE_STORES" --arg adoptstores "$ADOPT_STORES" \
   --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
   --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" \
   --arg load "load average (1/5/15 min) at start $LOAD_START, at end $LOAD_END on $(nproc) cores: the machine is shared, so absolute figures are noisy; interleaving and medians limit, not remove, the noise" \
@@ -549,6 +610,13 @@ jq -n \
       "Appends during a merge (row 3): -mode merge-during builds the same backlog (\($gens) generations of 10 rows), starts 16 appending clients, triggers the merge after >= 1 s and keeps appending 1 s after it; the figure is the slowest ack among the appends in flight while the merge ran.",
       "Idle worker (row 4, target 5.9; issue 10 section 5): bench/worker_bench -mode idle starts the worker in-process with its default settings (background merges after 32 generations, age trigger MergeMaxAge 300 s, store cache of 2,000 handles, raised to the store count if larger) on a file:// data directory, creates \($idlestores) stores through POST /api/v1/rollouts and gives each one append of 10 ~1 KiB rows with ?flush=true (4 clients), so every store is resident with an open WAL shard and one sealed generation. It then waits 10 s after the last ack and counts the requests of the next 10 s. The count is the worker'"'"'s own lancectx_objstore_requests_total{store=\"data\"}: the worker registers it when it opens its data directory through provider.Open, whose objstore.WithMetrics wrapper sits outside the retries and limits, so every request of the worker'"'"'s code (WAL, merges, Lance reads, registry) is counted once (retries separately). Nothing is due for a merge in the window: one generation per store (32 needed), and the run fails if the oldest generation could reach MergeMaxAge before the window ends. The counter is also sampled every 100 ms from the last ack to the end, which gives the time of the last request. Run once, not per repetition: the figure is a count, not a time.",
       "\($reps_s) repetitions of each of the other rows, medians reported (RSS growth: the maximum); `sync` before each measurement; data directories on the same disk as bench/out. Sizes: \($sizes)."
+    ],
+    format21_notes: [
+      "Writes (row 1): the storage section'"'"'s write benchmark in data storage version 2.1 on both sides: lancebench write --storage-version 2.1 (lance.WriteStore with WriteOptions.DataStorageVersion 2.1: the 2.1 structural encodings chosen per column as lance/file/write21*.go does, fsync of every object) against bench-peer.mjs write --storage-version 2.1 (createTable with new_table_data_storage_version 2.1 on an Arrow IPC buffer built beforehand; LanceDB does not fsync, the durable figure adds an fsync of its files). File bytes: every file of the new dataset (data, manifest, transaction), median over repetitions.",
+      "Scans (rows 2): each side scans the 2.1 table LanceDB wrote and the one lancectx wrote (the last write repetition), page cache warm, timed as in the storage section.",
+      "Memory (row 3): VmHWM of a fresh lancebench process writing 2.1 with --stream at 1/10, 1 and 3 times the row count.",
+      "Adopt (rows 4; bench/adopt_bench): tests/interop/lancecontext-fixture.mjs builds with LanceDB a lance-context data directory once (registry datasets, \($adoptstores) rollout stores in 2.1 with 10 pending MemWAL generation datasets each, a legacy unregistered store, a generic and a datagen store, a _stats table) and copies its first store for the others; every run adopts a hard-linked copy in a fresh process with adopt.Run over a FileStore (8 stores at once, as lancectx adopt does): each store'"'"'s pending generations are merged into its base table in one commit, the store is registered, _stats seeds the master'"'"'s stats. Peak RSS is VmHWM of that process; the run at a tenth of the stores shows whether memory grows with the store count.",
+      "\($reps_s) repetitions, medians reported (peak RSS: the maximum). Sizes: \($sizes)."
     ],
     master_notes: [
       "Fixtures (built once under bench/out/, reused while their marker matches): `lancebench gen-experiments` registers \($exps) experiments like the worker registers them, each a copy of a 2-fragment, 10-row rollout dataset (the shape of master/scale_test.go); `lancebench gen-coldstart` adds a _stats table written by one real stats scan round, then grown to \($coldv) versions with lance.SeedHistory (Overwrite commits of the same rows, as the incident'"'"'s _stats grew one version per write).",

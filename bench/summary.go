@@ -75,7 +75,10 @@ type section struct {
 func sections() []section {
 	return []section{
 		{name: "storage", issue: "2", title: "Storage layer vs LanceDB (issue 2)",
-			owns: func(r Result) bool { return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) }, render: renderStorage},
+			owns: func(r Result) bool {
+				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r)
+			}, render: renderStorage},
+		{name: "format21", issue: "11", title: "Lance 2.1 and adoption vs LanceDB (issue 11)", owns: isFormat21, render: format21Report},
 		{name: "maintenance", issue: "3", title: "Maintenance (issue 3)", owns: isMaint, render: maintReport},
 		{name: "coord", issue: "4", title: "Coordination on etcd (issue 4)", owns: isCoord, render: coordReport},
 		{name: "worker", issue: "5", title: "Worker data plane (issue 5)", owns: isWorker, render: workerReport},
@@ -144,6 +147,13 @@ var catalogue = []target{
 	{"6.7", "same: the failed maintenance pass shows in the metrics (failures_total, consecutive_failures, unreclaimed_versions = the backlog)", "shown"},
 	{"6.8", "same: later passes reclaim the whole backlog", "reclaimed"},
 	{"6.9", "same: /api/v1/health of a stalled master names the loop", "named"},
+	{"11.1", "write of a new 2.1 dataset vs LanceDB 2.1: speed ratio", ">= 1.0"},
+	{"11.2", "bytes of the new 2.1 dataset / LanceDB's", "<= 1.15x"},
+	{"11.3", "full scan of a LanceDB-written 2.1 table: speed ratio", ">= 1.0"},
+	{"11.4", "scan reward, sequence_order of a LanceDB-written 2.1 table: speed ratio", ">= 1.0"},
+	{"11.5", "scan reward, id of a LanceDB-written 2.1 table: speed ratio", ">= 1.0"},
+	{"11.6", "lancectx adopt of 1,000 stores x 10 pending generations (local disk)", "<= 60 s"},
+	{"11.7", "adopt memory flat in the store count: peak RSS at 1,000 stores / at 100", "<= 1.25x"},
 }
 
 func sectionOf(id string) string {

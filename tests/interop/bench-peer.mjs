@@ -435,7 +435,7 @@ async function run({ command, flags }) {
       const counted = await tbl.countRows();
       if (counted !== rows) throw new Error(`write: table has ${counted} rows, wrote ${rows}`);
       return {
-        cmd: "write", side: "lancedb", mode: "pregen", rows, bytes, seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, rows_per_s: rows / seconds,
+        cmd: "write", side: "lancedb", mode: "pregen", storage_version: sv, rows, bytes, seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, rows_per_s: rows / seconds,
         mb_per_s: bytes / 1e6 / seconds, gen_seconds: genSeconds, fsync_seconds: fsyncSeconds,
         durable_rows_per_s: rows / (seconds + fsyncSeconds), durable_mb_per_s: bytes / 1e6 / (seconds + fsyncSeconds), ipc_bytes: buf.length, version,
         disk_bytes: dirBytes(abs), peak_rss_bytes: peakRSS(),
