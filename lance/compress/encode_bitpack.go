@@ -158,39 +158,36 @@ func encInlineChunks[T encWord](data []byte, n int, widths []int) []EncodedChunk
 }
 
 // EncodeMiniBlockFixed compresses n fixed-width values of bitsPerValue bits (data holds
-// them little-endian; bitsPerValue 1 is an LSB-first bitmap) into mini-block chunks.
-// Values of 8, 16, 32 or 64 bits are bitpacked (inline FastLanes, 1024 values a chunk)
-// when that is smaller than storing them flat, as LanceDB does; every other width and
-// incompressible data is stored flat in chunks of about 4 KiB.
+// them little-endian; bitsPerValue 1 is an LSB-first bitmap) into mini-block chunks, as
+// LanceDB does: values of 8, 16, 32 or 64 bits are run-length encoded when that is the
+// smallest (encRLEPays), else bitpacked (inline FastLanes, 1024 values a chunk) when that
+// is smaller than storing them flat; every other width and incompressible data is stored
+// flat in chunks of about 4 KiB.
 func EncodeMiniBlockFixed(data []byte, bitsPerValue int, n int) *EncodedMiniBlock {
 	if n > 0 {
 		switch bitsPerValue {
 		case 8:
-			if mb := encTryInline[uint8](data, n); mb != nil {
-				return mb
-			}
+			return encTryCompressed[uint8](data, n)
 		case 16:
-			if mb := encTryInline[uint16](data, n); mb != nil {
-				return mb
-			}
+			return encTryCompressed[uint16](data, n)
 		case 32:
-			if mb := encTryInline[uint32](data, n); mb != nil {
-				return mb
-			}
+			return encTryCompressed[uint32](data, n)
 		case 64:
-			if mb := encTryInline[uint64](data, n); mb != nil {
-				return mb
-			}
+			return encTryCompressed[uint64](data, n)
 		}
 	}
 	return encFlatChunks(data, bitsPerValue, n)
 }
 
-func encTryInline[T encWord](data []byte, n int) *EncodedMiniBlock {
+// encTryCompressed picks run-length encoding, inline bitpacking or flat for n values of T.
+func encTryCompressed[T encWord](data []byte, n int) *EncodedMiniBlock {
 	t := encTypeBits[T]()
 	widths := encBlockWidths[T](data, n)
+	if encRLEPays[T](data, n, widths) {
+		return encRLEChunks[T](data, n)
+	}
 	if encInlineEstimate(widths, t) >= n*t/8 {
-		return nil
+		return encFlatChunks(data, t, n)
 	}
 	return &EncodedMiniBlock{Encoding: encMsgInline(uint64(t)), NumBuffers: 1, Chunks: encInlineChunks[T](data, n, widths)}
 }

@@ -82,6 +82,31 @@ func encTestDecodeMiniBlock(t *testing.T, mb *EncodedMiniBlock, bitsPerValue int
 			for _, v := range vals[:ch.N] {
 				out = binary.LittleEndian.AppendUint64(out, v)[:len(out)+tb/8]
 			}
+		case *pb.CompressiveEncoding_Rle:
+			vb := int(c.Rle.GetValues().GetFlat().GetBitsPerValue()) / 8
+			if vb*8 != bitsPerValue || c.Rle.GetRunLengths().GetFlat().GetBitsPerValue() != 8 {
+				t.Fatalf("rle of %v over %d-bit values", c.Rle, bitsPerValue)
+			}
+			vals, lens := ch.Buffers[0], ch.Buffers[1]
+			if len(vals) != vb*len(lens) {
+				t.Fatalf("chunk %d: %d value bytes for %d runs", ci, len(vals), len(lens))
+			}
+			got := 0
+			for r, l := range lens {
+				if l == 0 {
+					t.Fatalf("chunk %d: run %d of length 0", ci, r)
+				}
+				for range l {
+					out = append(out, vals[r*vb:(r+1)*vb]...)
+				}
+				got += int(l)
+			}
+			if got != ch.N {
+				t.Fatalf("chunk %d: runs cover %d values, want %d", ci, got, ch.N)
+			}
+			if len(vals)+len(lens) > encMaxChunkBytes {
+				t.Fatalf("chunk %d: %d bytes, over the mini-block limit", ci, len(vals)+len(lens))
+			}
 		default:
 			t.Fatalf("unexpected encoding %v", mb.Encoding)
 		}
@@ -137,13 +162,76 @@ func TestEncodeBitpackRoundTrip21(t *testing.T) {
 					}
 					// Every block of random w-bit values is w bits wide (for n >= 1000).
 					_, inline := mb.Encoding.Compression.(*pb.CompressiveEncoding_InlineBitpacking)
+					_, rle := mb.Encoding.Compression.(*pb.CompressiveEncoding_Rle)
 					blocks := (n + 1023) / 1024
 					wantInline := blocks*(1+1024*w/tb) < n
+					// Random values of 1 bit or more hardly repeat; all zeros pack into
+					// a header word per block, smaller than their run lengths.
+					if rle {
+						t.Errorf("random %d-bit values: encoding %v, want no rle", w, mb.Encoding)
+					}
 					if n >= 1000 && n != 1025 && inline != wantInline {
 						t.Errorf("inline bitpacking = %v for width %d of %d", inline, w, tb)
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestEncodeRLEChoice21 checks the choice between RLE and bitpacking against files
+// LanceDB 0.31 wrote for 100,000 int32s: runs of 2 values under 2^20 (half as many runs
+// as values) are bitpacked, because 20-bit packing is a little smaller than the pairs
+// (251,272 against 251,960 bytes); runs of 4-5 values under 100 are bitpacked (7 bits a
+// value beat 5 bytes a run); runs of 1,000 and the zeros behind 90% nulls are run-length
+// encoded (lance/file TestFileSize21Shapes compares the file sizes). The others follow the
+// same size rule: runs of 32 values under 16, and a constant.
+func TestEncodeRLEChoice21(t *testing.T) {
+	const n = 100_000
+	rng := rand.New(rand.NewPCG(5, 6))
+	mk := func(next func(i int) uint32) []byte {
+		b := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(b[4*i:], next(i))
+		}
+		return b
+	}
+	var v uint32
+	left := 0
+	runsOf := func(lo, hi int, max uint32) func(int) uint32 {
+		return func(int) uint32 {
+			if left == 0 {
+				v, left = rng.Uint32()%max, lo+rng.IntN(hi-lo+1)
+			}
+			left--
+			return v
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		rle  bool
+	}{
+		{"runs of 2 under 2^20", mk(runsOf(2, 2, 1<<20)), false},
+		{"runs of 4-5 under 100", mk(runsOf(4, 5, 100)), false},
+		{"runs of 32 under 16", mk(runsOf(32, 32, 16)), true},
+		{"constant 7", mk(func(int) uint32 { return 7 }), true},
+		{"all zeros", mk(func(int) uint32 { return 0 }), false},
+		{"runs of 1000", mk(func(i int) uint32 { return uint32(i / 1000) }), true},
+		{"90% zeros", mk(func(int) uint32 {
+			if rng.IntN(10) == 0 {
+				return rng.Uint32() % 1_000_000
+			}
+			return 0
+		}), true},
+	} {
+		mb := EncodeMiniBlockFixed(tc.data, 32, n)
+		_, rle := mb.Encoding.Compression.(*pb.CompressiveEncoding_Rle)
+		if rle != tc.rle {
+			t.Errorf("%s: encoding %v, want rle = %v", tc.name, mb.Encoding, tc.rle)
+		}
+		if got := encTestDecodeMiniBlock(t, mb, 32); !bytes.Equal(got, tc.data) {
+			t.Errorf("%s: round trip differs", tc.name)
 		}
 	}
 }
