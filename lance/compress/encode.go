@@ -8,14 +8,19 @@ import (
 // encodings Lance 2.1 writers emit, chosen the way LanceDB 0.31 (lance 8) chooses them:
 //
 //   - integers (and floats, whose bits Lance treats the same way) of 8, 16, 32 or 64 bits:
-//     inline FastLanes bitpacking in chunks of 1024 values when it saves space, flat
-//     otherwise;
+//     run-length encoding when its pairs are the smallest (encode_rle.go), else inline
+//     FastLanes bitpacking in chunks of 1024 values when it saves space, flat otherwise;
 //   - variable-width values: FSST when the page holds at least 32 KiB of text whose
 //     longest value has at least 5 bytes, the plain variable encoding otherwise; in
 //     full-zip pages with values over 32 KiB, zstd value by value;
 //   - repetition and definition levels: out-of-line bitpacking of the page's u16 levels
 //     (inline for pages of at most 1024 levels), flat when that does not pay;
 //   - dictionaries (items of a dictionary-encoded page): the variable block layout.
+//
+// A field's lance-encoding:* metadata changes the choice (encode_options.go): compression
+// "none", "fsst", "zstd" or "lz4" (each mini-block chunk's first buffer compressed after
+// the default choice), a zstd level, a run-length threshold. Byte-stream-split and the
+// per-value general compression of full-zip pages on request are not written.
 //
 // Mini-block compressors cut the page into chunks of a power-of-two number of values
 // (the last chunk excepted) of about 4 KiB each; the structural layer in lance/file adds

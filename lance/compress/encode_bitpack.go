@@ -164,26 +164,31 @@ func encInlineChunks[T encWord](data []byte, n int, widths []int) []EncodedChunk
 // is smaller than storing them flat; every other width and incompressible data is stored
 // flat in chunks of about 4 KiB.
 func EncodeMiniBlockFixed(data []byte, bitsPerValue int, n int) *EncodedMiniBlock {
+	return encFixedChoice(data, bitsPerValue, n, 0)
+}
+
+// encFixedChoice is EncodeMiniBlockFixed with a run-length threshold (0: none).
+func encFixedChoice(data []byte, bitsPerValue int, n int, rleThreshold float64) *EncodedMiniBlock {
 	if n > 0 {
 		switch bitsPerValue {
 		case 8:
-			return encTryCompressed[uint8](data, n)
+			return encTryCompressed[uint8](data, n, rleThreshold)
 		case 16:
-			return encTryCompressed[uint16](data, n)
+			return encTryCompressed[uint16](data, n, rleThreshold)
 		case 32:
-			return encTryCompressed[uint32](data, n)
+			return encTryCompressed[uint32](data, n, rleThreshold)
 		case 64:
-			return encTryCompressed[uint64](data, n)
+			return encTryCompressed[uint64](data, n, rleThreshold)
 		}
 	}
 	return encFlatChunks(data, bitsPerValue, n)
 }
 
 // encTryCompressed picks run-length encoding, inline bitpacking or flat for n values of T.
-func encTryCompressed[T encWord](data []byte, n int) *EncodedMiniBlock {
+func encTryCompressed[T encWord](data []byte, n int, rleThreshold float64) *EncodedMiniBlock {
 	t := encTypeBits[T]()
 	widths := encBlockWidths[T](data, n)
-	if encRLEPays[T](data, n, widths) {
+	if encRLEPays[T](data, n, widths, rleThreshold) {
 		return encRLEChunks[T](data, n)
 	}
 	if encInlineEstimate(widths, t) >= n*t/8 {

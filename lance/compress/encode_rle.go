@@ -33,9 +33,15 @@ func encRunCount[T encWord](data []byte, n int) int {
 // encRLEPays reports whether Lance would run-length encode n values of T: the estimated
 // pairs (runs plus the splits of runs over 255, at most one per value) must be smaller than
 // the raw values, and inline bitpacking, when it compresses at all, must not be smaller.
-func encRLEPays[T encWord](data []byte, n int, widths []int) bool {
+// A threshold above 0 (the field's lance-encoding:rle-threshold) also requires fewer runs
+// than that fraction of the values.
+func encRLEPays[T encWord](data []byte, n int, widths []int, threshold float64) bool {
 	t := encTypeBits[T]() / 8
-	pairs := min(encRunCount[T](data, n)+n/encRLEMaxRun, n)
+	runs := encRunCount[T](data, n)
+	if threshold > 0 && float64(runs) >= float64(n)*threshold {
+		return false
+	}
+	pairs := min(runs+n/encRLEMaxRun, n)
 	rleBytes := pairs * (t + 1)
 	if rleBytes >= n*t {
 		return false

@@ -44,15 +44,26 @@ func EncodeMiniBlockVariable(offsets []uint64, data []byte, offsetBits int, text
 		return nil, fmt.Errorf("compress: variable-width values need 32 or 64-bit offsets, got %d", offsetBits)
 	}
 	if encWantFSST(offsets, text) {
-		if tbl := EncodeFSSTTable(offsets, data); tbl != nil {
-			cOffsets, cData := tbl.Compress(offsets, data)
-			mb, err := encVariableChunks(cOffsets, cData, offsetBits)
-			if err != nil {
-				return nil, err
-			}
-			mb.Encoding = encMsgFsst(tbl.Marshal(), mb.Encoding)
-			return mb, nil
+		return encVariableFSST(offsets, data, offsetBits)
+	}
+	return encVariableChunks(offsets, data, offsetBits)
+}
+
+// encVariableFSST compresses the values with an FSST table built from them, then cuts
+// the codes into variable-width chunks; without a table (nothing to learn from) the
+// values are stored plainly.
+func encVariableFSST(offsets []uint64, data []byte, offsetBits int) (*EncodedMiniBlock, error) {
+	if offsetBits != 32 && offsetBits != 64 {
+		return nil, fmt.Errorf("compress: variable-width values need 32 or 64-bit offsets, got %d", offsetBits)
+	}
+	if tbl := EncodeFSSTTable(offsets, data); tbl != nil {
+		cOffsets, cData := tbl.Compress(offsets, data)
+		mb, err := encVariableChunks(cOffsets, cData, offsetBits)
+		if err != nil {
+			return nil, err
 		}
+		mb.Encoding = encMsgFsst(tbl.Marshal(), mb.Encoding)
+		return mb, nil
 	}
 	return encVariableChunks(offsets, data, offsetBits)
 }

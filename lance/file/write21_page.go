@@ -115,7 +115,10 @@ func (w *Writer) encodePage21(lf *w21Leaf) error {
 	switch lf.kind {
 	case w21LeafVar:
 		if idx, items, ok := w21DictionaryEncode(lf.offsets, lf.data, lf.offsetBits/8); ok {
-			mb := compress.EncodeMiniBlockFixed(idx, lf.offsetBits, values)
+			mb, err := compress.EncodeMiniBlockFixedWith(idx, lf.offsetBits, values, lf.opts)
+			if err != nil {
+				return err
+			}
 			enc, blk, err := compress.EncodeVariableBlock(items.offsets, items.data, lf.offsetBits)
 			if err != nil {
 				return err
@@ -123,7 +126,7 @@ func (w *Writer) encodePage21(lf *w21Leaf) error {
 			return w.writeMiniBlock21(lf, lv, mb, &w21DictPage{enc: enc, block: blk, items: uint64(len(items.offsets) - 1)})
 		}
 		if ml := w21MaxLen(lf.offsets); ml < w21MaxMiniBlockValue || (ml <= w21MaxWideMiniBlockValue && !w21FullZipSafe(lv, false)) {
-			mb, err := compress.EncodeMiniBlockVariable(lf.offsets, lf.data, lf.offsetBits, lf.text)
+			mb, err := compress.EncodeMiniBlockVariableWith(lf.offsets, lf.data, lf.offsetBits, lf.text, lf.opts)
 			if err != nil {
 				return err
 			}
@@ -133,14 +136,21 @@ func (w *Writer) encodePage21(lf *w21Leaf) error {
 		}
 		return w.writeFullZip21(lf, lv)
 	case w21LeafDict:
-		mb := compress.EncodeMiniBlockFixed(lf.values, 8*lf.width, values)
+		mb, err := compress.EncodeMiniBlockFixedWith(lf.values, 8*lf.width, values, lf.opts)
+		if err != nil {
+			return err
+		}
 		enc, blk, err := compress.EncodeVariableBlock(lf.offsets, lf.data, lf.offsetBits)
 		if err != nil {
 			return err
 		}
 		return w.writeMiniBlock21(lf, lv, mb, &w21DictPage{enc: enc, block: blk, items: uint64(len(lf.offsets) - 1)})
 	case w21LeafBool:
-		return w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.bools.bytes(), 1, values), nil)
+		mb, err := compress.EncodeMiniBlockFixedWith(lf.bools.bytes(), 1, values, lf.opts)
+		if err != nil {
+			return err
+		}
+		return w.writeMiniBlock21(lf, lv, mb, nil)
 	case w21LeafFSL:
 		if vw := lf.width * lf.dim; vw < w21MaxMiniBlockValue || (vw <= w21MaxWideMiniBlockValue && !w21FullZipSafe(lv, true)) {
 			items := lf.values
@@ -160,7 +170,11 @@ func (w *Writer) encodePage21(lf *w21Leaf) error {
 		return w.writeFullZip21(lf, lv)
 	}
 	if lf.width < w21MaxMiniBlockValue || (lf.width <= w21MaxWideMiniBlockValue && !w21FullZipSafe(lv, true)) {
-		err := w.writeMiniBlock21(lf, lv, compress.EncodeMiniBlockFixed(lf.values, 8*lf.width, values), nil)
+		mb, err := compress.EncodeMiniBlockFixedWith(lf.values, 8*lf.width, values, lf.opts)
+		if err != nil {
+			return err
+		}
+		err = w.writeMiniBlock21(lf, lv, mb, nil)
 		if !errors.Is(err, errW21ChunkTooBig) {
 			return err
 		}

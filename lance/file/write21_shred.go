@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 
+	"github.com/lancectx/lancectx/lance/compress"
 	"github.com/lancectx/lancectx/lance/schema"
 )
 
@@ -120,6 +121,8 @@ type w21Leaf struct {
 	field  *schema.Field
 	layers []w21Layer
 	kind   w21LeafKind
+	// opts are the encoding choices of the field's lance-encoding:* metadata.
+	opts compress.EncodeOptions
 	// width is the bytes per value (fixed), per item (fsl; 0 for bool items) or per
 	// dictionary key (dict).
 	width int
@@ -204,7 +207,11 @@ func newW21Node(f *schema.Field, depth int, path []*schema.Field, leaves *[]*w21
 		n.leaves = cn.leaves
 		return n, nil
 	}
-	lf := &w21Leaf{col: len(*leaves), field: f, layers: make([]w21Layer, depth+1)}
+	opts, err := compress.ParseEncodeOptions(f.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%w: field %q: %v", ErrUnsupportedEncoding, f.Name, err)
+	}
+	lf := &w21Leaf{col: len(*leaves), field: f, layers: make([]w21Layer, depth+1), opts: opts}
 	for i, pf := range path {
 		lf.layers[i].list = pf.Type.ID() == arrow.LIST || pf.Type.ID() == arrow.LARGE_LIST
 	}
