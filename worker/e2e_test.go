@@ -151,7 +151,7 @@ func TestEndToEnd(t *testing.T) {
 	if got := ids(all); !slices.Equal(sorted(got), allIDs) {
 		t.Fatalf("after merge the API lists %v", got)
 	}
-	if rep, err := wal.Audit(t.Context(), tw.srv.datasetStore("exp"), "id"); err != nil || rep.Duplicates != 0 || rep.Pending.Generations != 0 {
+	if rep, err := wal.Audit(t.Context(), tw.srv.datasetStore(tw.srv.rollouts, "exp"), "id"); err != nil || rep.Duplicates != 0 || rep.Pending.Generations != 0 {
 		t.Fatalf("audit %+v %v", rep, err)
 	}
 	checkOracle(t, filepath.Join(tw.dir, "exp.rollout.lance"), all)

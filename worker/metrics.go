@@ -115,7 +115,13 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		m.snapshotRetries, m.streamsAborted, m.requestsInFlight, m.tempSwept)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_stores_resident",
 		Help: "Store handles open in this worker (each holds a WAL shard)."},
-		func() float64 { return float64(s.stores.resident()) }))
+		func() float64 {
+			n := 0
+			for _, k := range s.kinds {
+				n += k.stores.resident()
+			}
+			return float64(n)
+		}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_backpressure_headroom_generations",
 		Help: "Smallest distance, in pending generations, between a resident store and the cap at which its appends get 503 " +
 			"(the cap itself when no store is resident; 0 means appends are being refused)."},

@@ -157,7 +157,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			if err := checkFilter(q.filter, sn.Base().Schema().Arrow()); err != nil {
 				return err
@@ -294,7 +294,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var out *rollout.Record
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			rec, ok, err := sn.Get(ctx, id, rollout.DefaultReadColumns(sn.Base().Schema().Arrow()))
 			if err != nil || !ok {
@@ -332,7 +332,7 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var payload []byte
 	var found bool
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			rec, ok, err := sn.Get(ctx, id, []string{rollout.ColBinaryPayload})
 			if err != nil || !ok {
@@ -405,7 +405,7 @@ func (s *Server) handleArrow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			sch := sn.Base().Schema().Arrow()
 			cols, err := rollout.ParseColumns(colsParam, sch)
