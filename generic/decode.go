@@ -30,7 +30,7 @@ type DecodeOptions struct {
 }
 
 // DecodeRows decodes an append body, {"rows":[{...}, ...]}, into one Arrow batch of
-// the spec's schema (sch, from Spec.Arrow or the table: its fields must be the spec's),
+// the spec's schema (sch: the table's, or nil for the spec's own; its fields must be the spec's),
 // in request order. Decoding is strict and complete before anything is returned:
 // invalid JSON, a key other than "rows", no rows, a row that is not an object, an
 // undeclared column, a column given twice, a missing or null non-nullable column, a
@@ -48,7 +48,7 @@ func DecodeRows(body []byte, sp *Spec, sch *arrow.Schema, opts DecodeOptions) (a
 		opts.Allocator = memory.NewGoAllocator()
 	}
 	if sch == nil {
-		sch = sp.Arrow(false)
+		sch = sp.arrow
 	}
 	if d := diffFields(sp.arrow, sch); d != "" {
 		return nil, fmt.Errorf("%w: %s", ErrSchemaMismatch, d)

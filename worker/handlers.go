@@ -35,6 +35,9 @@ func (s *Server) toAPIError(ctx context.Context, err error) error {
 		s.met.backpressure.Inc()
 		return api.Overloaded(bp.RetryAfter, "appends are paused: %s (%d, cap %d); retry after %s",
 			bp.Reason, bp.Pending, bp.Max, bp.RetryAfter.Round(time.Second)).WithCause(err)
+	case errors.Is(err, errSchema):
+		return api.Conflict("%s; the store's schema is immutable: restore the table or re-create the store",
+			strings.TrimPrefix(err.Error(), "worker: ")).WithCause(err)
 	case errors.Is(err, wal.ErrInvalidBatch):
 		return api.InvalidRequest("%s", strings.TrimPrefix(err.Error(), "wal: ")).WithCause(err)
 	case errors.Is(err, wal.ErrSnapshotChanged), errors.Is(err, wal.ErrSnapshotStale):
