@@ -295,3 +295,65 @@ func checkGenericOracle(t *testing.T, path, schema string, served []json.RawMess
 		t.Fatalf("LanceDB reads\n%s\nthe API serves\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestGenericRouteTable walks the reference's route table for generic stores
+// (worker.md §5, plus this worker's batch get) in order, over real HTTP: every route
+// is in api.Routes() and answers its documented status with its documented shape.
+func TestGenericRouteTable(t *testing.T) {
+	tw := newTestWorker(t, "", nil)
+	schema := `{"columns":[{"name":"id","type":"string"},{"name":"v","type":"int64"},{"name":"b","type":"binary","blob":true}]}`
+	table := []struct {
+		method, path, body string
+		status             int
+		// fields the JSON answer must have (none for 204).
+		fields []string
+	}{
+		{"POST", "/api/v1/generic", `{"name":"walk","schema":` + schema + `}`, 201, []string{"name", "uri", "version", "schema"}},
+		{"GET", "/api/v1/generic", "", 200, []string{"stores"}},
+		{"GET", "/api/v1/generic/walk", "", 200, []string{"name", "uri", "version", "schema"}},
+		{"POST", "/api/v1/generic/walk/rows", `{"rows":[{"id":"a","v":1,"b":[1,2,3]},{"id":"b","v":2}]}`, 201, []string{"version", "count"}},
+		{"POST", "/api/v1/generic/walk/flush", "", 204, nil},
+		{"GET", "/api/v1/generic/walk/rows?limit=10&offset=0&filter=v%20%3E%200", "", 200, []string{"rows"}},
+		{"GET", "/api/v1/generic/walk/rows/a?columns=v,b", "", 200, []string{"id", "v", "b"}},
+		{"POST", "/api/v1/generic/walk/batch-get", `{"ids":["b","a"]}`, 200, []string{"rows"}},
+		{"POST", "/api/v1/generic/walk/merge-wal", "", 200, []string{"reclaimed"}},
+		{"DELETE", "/api/v1/generic/walk", "", 204, nil},
+	}
+	served := map[string]bool{}
+	for _, r := range api.Routes() {
+		served[r.Method+" "+r.Path] = true
+	}
+	walked := map[string]bool{}
+	for _, step := range table {
+		ct := ""
+		if step.body != "" {
+			ct = api.ContentTypeJSON
+		}
+		r := tw.do(step.method, step.path, ct, []byte(step.body))
+		if r.status != step.status {
+			t.Fatalf("%s %s: %s, want %d", step.method, step.path, r, step.status)
+		}
+		if step.fields != nil {
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(r.body, &doc); err != nil {
+				t.Fatalf("%s %s: %v: %s", step.method, step.path, err, r.body)
+			}
+			for _, f := range step.fields {
+				if _, ok := doc[f]; !ok {
+					t.Fatalf("%s %s: the answer has no %q: %s", step.method, step.path, f, r.body)
+				}
+			}
+		}
+		tmpl, _, _ := strings.Cut(step.path, "?")
+		tmpl = strings.Replace(strings.Replace(tmpl, "/walk", "/{name}", 1), "/rows/a", "/rows/{id}", 1)
+		if !served[step.method+" "+tmpl] {
+			t.Fatalf("%s %s is not in api.Routes()", step.method, tmpl)
+		}
+		walked[step.method+" "+tmpl] = true
+	}
+	for k := range served {
+		if strings.Contains(k, "/api/v1/generic") && !walked[k] {
+			t.Fatalf("api.Routes() has %s, which the walk does not cover", k)
+		}
+	}
+}

@@ -13,11 +13,11 @@ type metrics struct {
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 
-	appends          *prometheus.CounterVec
-	recordsAppended  prometheus.Counter
-	appendsFlushed   prometheus.Counter
-	appendDuration   *prometheus.HistogramVec
-	appendRetries    prometheus.Counter
+	appends         *prometheus.CounterVec
+	recordsAppended prometheus.Counter
+	appendsFlushed  prometheus.Counter
+	appendDuration  *prometheus.HistogramVec
+	appendRetries   prometheus.Counter
 
 	genericAppends        *prometheus.CounterVec
 	genericRows           prometheus.Counter

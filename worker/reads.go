@@ -278,7 +278,9 @@ type listWriter interface {
 // rolloutList lists rollout records without their payloads.
 type rolloutList struct{ *rollout.ListWriter }
 
-func (l rolloutList) WriteBatch(rec arrow.RecordBatch) error { return l.ListWriter.WriteBatch(rec, false) }
+func (l rolloutList) WriteBatch(rec arrow.RecordBatch) error {
+	return l.ListWriter.WriteBatch(rec, false)
+}
 
 type countingWriter struct {
 	w io.Writer
