@@ -338,6 +338,10 @@ func (s *Server) handleGenericBatchGet(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		_, err = api.Query(r)
 	}
+	if err == nil {
+		// Existence first, as for appends: an unknown store is a 404 whatever the body.
+		err = s.generics.stores.known(r.Context(), name)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
