@@ -209,6 +209,14 @@ func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
 		"StatsInfo":                 reflect.TypeFor[StatsInfo](),
 		"StatsMaintenanceInfo":      reflect.TypeFor[StatsMaintenanceInfo](),
 		"ClusterResponse":           reflect.TypeFor[ClusterResponse](),
+		"GenericColumn":             reflect.TypeFor[GenericColumn](),
+		"GenericSchema":             reflect.TypeFor[GenericSchema](),
+		"CreateGenericStoreRequest": reflect.TypeFor[CreateGenericStoreRequest](),
+		"GenericStoreInfo":          reflect.TypeFor[GenericStoreInfo](),
+		"GenericAppendResponse":     reflect.TypeFor[GenericAppendResponse](),
+		"ListRowsResponse":          reflect.TypeFor[ListRowsResponse[struct{}]](),
+		"GetRowsRequest":            reflect.TypeFor[GetRowsRequest](),
+		"GetRowsResponse":           reflect.TypeFor[GetRowsResponse[struct{}]](),
 	}
 	for name, typ := range cases {
 		t.Run(name, func(t *testing.T) { checkSchemaMatches(t, name, typ) })

@@ -114,3 +114,89 @@ type HealthCheck struct {
 	// ConsecutiveFailures counts failed passes since the last success.
 	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`
 }
+
+// GenericColumn is one column of a generic store's schema (GenericSchema).
+//
+// Type is one of string, binary, bool, int32, int64, float32, float64, timestamp,
+// json, list and fixed_size_list. Large (string, binary) selects the 64-bit offset
+// Arrow type; Blob (binary) marks a large binary column that reads leave out unless
+// named in ?columns=. Item is the element type of a list (any of the scalar types)
+// and of a fixed_size_list (float32); Size is the length of a fixed_size_list
+// (an embedding's dimension).
+type GenericColumn struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Nullable defaults to true in a request; answers always carry it.
+	Nullable *bool  `json:"nullable,omitempty"`
+	Large    bool   `json:"large,omitempty"`
+	Blob     bool   `json:"blob,omitempty"`
+	Item     string `json:"item,omitempty"`
+	Size     int    `json:"size,omitempty"`
+}
+
+// GenericSchema is the declared schema of a generic store: its columns in table
+// order. It must declare "id", a non-nullable string (the primary key).
+type GenericSchema struct {
+	Columns []GenericColumn `json:"columns"`
+}
+
+// CreateGenericStoreRequest is the body of POST /api/v1/generic.
+type CreateGenericStoreRequest struct {
+	Name   string        `json:"name"`
+	Schema GenericSchema `json:"schema"`
+	// StorageOptions are refused (as for rollout stores): every store uses the
+	// worker's data directory settings.
+	StorageOptions map[string]string `json:"storage_options,omitempty"`
+	// SealOnAdd seals every append before it is acknowledged (read-your-writes for
+	// every reader); it is persisted with the store.
+	SealOnAdd bool `json:"seal_on_add,omitempty"`
+}
+
+// GenericStoreInfo describes one generic store: the answer to a create and to
+// GET /api/v1/generic/{name}.
+type GenericStoreInfo struct {
+	Name string `json:"name"`
+	// URI is the store's dataset location ({data_dir}/{name}.generic.lance).
+	URI     string        `json:"uri"`
+	Version uint64        `json:"version"`
+	Schema  GenericSchema `json:"schema"`
+	// SealOnAdd is the persisted seal_on_add of the store.
+	SealOnAdd bool `json:"seal_on_add"`
+}
+
+// GenericAppendResponse is the answer (201) to POST /api/v1/generic/{name}/rows.
+type GenericAppendResponse struct {
+	// Version is the base table's version (see AppendResponse.Version).
+	Version uint64 `json:"version"`
+	Count   int    `json:"count"`
+	// Durable is always true in a 2xx (see AppendResponse.Durable).
+	Durable bool `json:"durable"`
+	// Visible: the rows were sealed before the answer (?flush=true or seal_on_add).
+	Visible bool `json:"visible"`
+}
+
+// ListRowsResponse is the answer to GET /api/v1/generic/{name}/rows: rows as JSON
+// objects of the store's columns (blob columns left out).
+type ListRowsResponse[T any] struct {
+	Rows    []T  `json:"rows"`
+	HasMore bool `json:"has_more"`
+	Limit   int  `json:"limit"`
+	Offset  int  `json:"offset"`
+}
+
+// GetRowsRequest is the body of POST /api/v1/generic/{name}/rows/batch-get.
+type GetRowsRequest struct {
+	// IDs are at most MaxBatchGetIDs ids; the answer keeps the first-requested order
+	// and leaves out ids the store does not have.
+	IDs []string `json:"ids"`
+	// Columns to return ("id" always included); empty: every column but blob ones.
+	Columns []string `json:"columns,omitempty"`
+}
+
+// MaxBatchGetIDs bounds GetRowsRequest.IDs.
+const MaxBatchGetIDs = 1024
+
+// GetRowsResponse is the answer to a batch get.
+type GetRowsResponse[T any] struct {
+	Rows []T `json:"rows"`
+}

@@ -110,6 +110,7 @@ const (
 	classPublic   routeClass = iota // the public API: read or write scope
 	classInternal                   // /api/v1/internal/*: the internal token
 	classProbe                      // /api/v1/health and /metrics: open unless protected
+	classReadPost                   // a public read sent as POST (a batch get's ids are a body): read scope
 )
 
 // refusal is a refused request's error and the Bearer challenge parameters.
@@ -161,7 +162,7 @@ func (a *Authenticator) check(r *http.Request) (*refusal, string) {
 			return forbidden("the internal token is for /api/v1/internal/* only; use a public token"), ReasonPublicOnly
 		}
 		need, has := ScopeWrite, id.Write
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || class == classReadPost && r.Method == http.MethodPost {
 			need, has = ScopeRead, id.Read
 		}
 		if !has {
@@ -244,7 +245,7 @@ func bearerToken(h http.Header) (string, string) {
 func classify(escaped string) routeClass {
 	var segs []string
 	rest := strings.TrimPrefix(escaped, "/")
-	for len(segs) < 4 {
+	for len(segs) < 6 {
 		seg, tail, more := strings.Cut(rest, "/")
 		if u, err := url.PathUnescape(seg); err == nil {
 			seg = u
@@ -262,6 +263,8 @@ func classify(escaped string) routeClass {
 		return classProbe
 	case len(segs) >= 3 && segs[0] == "api" && segs[1] == "v1" && segs[2] == "internal":
 		return classInternal
+	case len(segs) == 5 && segs[0] == "api" && segs[1] == "v1" && segs[2] == "generic" && segs[4] == "batch-get":
+		return classReadPost
 	}
 	return classPublic
 }

@@ -76,12 +76,12 @@ func TestBackgroundMerge(t *testing.T) {
 	for {
 		var info api.StoreInfo
 		tw.do("GET", "/api/v1/rollouts/bg", "", nil).want(t, http.StatusOK, &info)
-		h, err := tw.srv.stores.acquire(t.Context(), "bg")
+		h, err := tw.srv.rollouts.stores.acquire(t.Context(), "bg")
 		if err != nil {
 			t.Fatal(err)
 		}
 		pending := h.shard.Load().Stats().PendingGenerations
-		tw.srv.stores.release(h)
+		tw.srv.rollouts.stores.release(h)
 		if pending < 2 && info.Version > 1 {
 			break
 		}

@@ -139,14 +139,74 @@ func (p *workerProc) stop(t *testing.T) {
 	}
 }
 
-// TestCrashKill9 runs `lancectx worker` as a subprocess on a FileStore data dir and
+// crashKind is what the crash test does differently per store kind.
+type crashKind struct {
+	kind       string // dataset suffix
+	createPath string
+	createBody string
+	appendPath string // without the query
+	mergePath  string // without the query
+	getPath    string // record path prefix, the id appended
+	appendBody func(iter, c, n int, ids []string, content []string) []byte
+	listIDs    func(t *testing.T, base string) []string
+}
+
+var rolloutCrash = crashKind{
+	kind:       "rollout",
+	createPath: "/api/v1/rollouts", createBody: `{"name":"crash"}`,
+	appendPath: "/api/v1/rollouts/crash/records", mergePath: "/api/v1/internal/merge-wal/crash",
+	getPath: "/api/v1/rollouts/crash/records/",
+	appendBody: func(iter, c, n int, ids, content []string) []byte {
+		batch := make([]rollout.AddRecord, len(ids))
+		for k, id := range ids {
+			batch[k] = rollout.AddRecord{ID: id, RolloutID: fmt.Sprintf("r%d", c), SequenceOrder: int32(n), Content: strp(content[k])}
+		}
+		b, _ := json.Marshal(map[string]any{"records": batch})
+		return b
+	},
+	listIDs: func(t *testing.T, base string) []string {
+		var out []string
+		for _, r := range listAllHTTP(t, base, "crash", "", 10_000) {
+			out = append(out, r.ID)
+		}
+		return out
+	},
+}
+
+var genericCrash = crashKind{
+	kind:       "generic",
+	createPath: "/api/v1/generic",
+	createBody: `{"name":"crash","schema":{"columns":[{"name":"id","type":"string"},{"name":"writer","type":"int32","nullable":false},` +
+		`{"name":"seq","type":"int64"},{"name":"text","type":"string","large":true},{"name":"emb","type":"fixed_size_list","size":4}]}}`,
+	appendPath: "/api/v1/generic/crash/rows", mergePath: "/api/v1/generic/crash/merge-wal",
+	getPath: "/api/v1/generic/crash/rows/",
+	appendBody: func(iter, c, n int, ids, content []string) []byte {
+		rows := make([]map[string]any, len(ids))
+		for k, id := range ids {
+			rows[k] = map[string]any{"id": id, "writer": c, "seq": n, "text": content[k], "emb": []float32{1, 2, 3, float32(k)}}
+		}
+		b, _ := json.Marshal(map[string]any{"rows": rows})
+		return b
+	},
+	listIDs: func(t *testing.T, base string) []string {
+		return rowIDs(t, listRowsHTTP(t, base, "crash", "", 10_000))
+	},
+}
+
+// TestCrashKill9 runs crashKill9 on a rollout store.
+func TestCrashKill9(t *testing.T) { crashKill9(t, rolloutCrash) }
+
+// TestCrashKill9Generic runs crashKill9 on a generic store.
+func TestCrashKill9Generic(t *testing.T) { crashKill9(t, genericCrash) }
+
+// crashKill9 runs `lancectx worker` as a subprocess on a FileStore data dir and
 // kills it with SIGKILL at random moments while clients append batches of unique ids
 // (some with ?flush=true, some repeated as client retries) and merges run (through
 // the merge-wal route and the background loop), with tiny seal thresholds so seals
 // happen all the time; then it restarts the worker and goes on. Afterwards every
 // acknowledged id is readable exactly once through the API, and after a final
 // merge the base table, read by LanceDB, holds exactly the ids the API lists.
-func TestCrashKill9(t *testing.T) {
+func crashKill9(t *testing.T, ck crashKind) {
 	bin := lancectxBinary(t)
 	iterations := crashIterationCount(t)
 	dir := t.TempDir()
@@ -160,7 +220,7 @@ func TestCrashKill9(t *testing.T) {
 	for iter := range iterations {
 		p := startWorkerProc(t, bin, dir, args...)
 		if iter == 0 {
-			doHTTP(t, p.url, "POST", "/api/v1/rollouts", api.ContentTypeJSON, []byte(`{"name":"crash"}`)).want(t, http.StatusCreated, nil)
+			doHTTP(t, p.url, "POST", ck.createPath, api.ContentTypeJSON, []byte(ck.createBody)).want(t, http.StatusCreated, nil)
 		}
 		client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -170,25 +230,29 @@ func TestCrashKill9(t *testing.T) {
 			seed := rng.Uint64()
 			wg.Go(func() {
 				r := rand.New(rand.NewPCG(seed, uint64(c)))
-				var mine [][]rollout.AddRecord
+				type sentBatch struct {
+					ids  []string
+					body []byte
+				}
+				var mine []sentBatch
 				for n := 0; ctx.Err() == nil; n++ {
-					batch := make([]rollout.AddRecord, 5)
-					for k := range batch {
-						id := fmt.Sprintf("i%02d-c%d-%04d-%d", iter, c, n, k)
-						batch[k] = rollout.AddRecord{ID: id, RolloutID: fmt.Sprintf("r%d", c), SequenceOrder: int32(n),
-							Content: strp(strings.Repeat("x", 200+r.IntN(800)))}
+					ids, content := make([]string, 5), make([]string, 5)
+					for k := range ids {
+						ids[k] = fmt.Sprintf("i%02d-c%d-%04d-%d", iter, c, n, k)
+						content[k] = strings.Repeat("x", 200+r.IntN(800))
 					}
+					batch := sentBatch{ids, ck.appendBody(iter, c, n, ids, content)}
 					if len(mine) > 0 && r.IntN(6) == 0 {
 						batch = mine[r.IntN(len(mine))] // a client retry of an acked batch
 					}
-					path := "/api/v1/rollouts/crash/records"
+					path := ck.appendPath
 					if r.IntN(8) == 0 {
 						path += "?flush=true"
 					}
-					body, _ := json.Marshal(map[string]any{"records": batch})
+					body := batch.body
 					mu.Lock()
-					for _, b := range batch {
-						sent[b.ID] = true
+					for _, id := range batch.ids {
+						sent[id] = true
 					}
 					mu.Unlock()
 					req, _ := http.NewRequestWithContext(ctx, "POST", p.url+path, bytes.NewReader(body))
@@ -197,7 +261,10 @@ func TestCrashKill9(t *testing.T) {
 					if err != nil {
 						continue // killed, or backpressure below
 					}
-					var ar api.AppendResponse
+					var ar struct {
+						Count   int  `json:"count"`
+						Durable bool `json:"durable"`
+					}
 					derr := json.NewDecoder(resp.Body).Decode(&ar)
 					resp.Body.Close()
 					if resp.StatusCode != http.StatusCreated || derr != nil {
@@ -206,8 +273,11 @@ func TestCrashKill9(t *testing.T) {
 						}
 						continue
 					}
+					if ar.Count != len(batch.ids) || !ar.Durable {
+						t.Errorf("append of %d rows answered count %d durable %t", len(batch.ids), ar.Count, ar.Durable)
+					}
 					mu.Lock()
-					for _, id := range ar.IDs {
+					for _, id := range batch.ids {
 						acked[id] = true
 					}
 					acks++
@@ -222,7 +292,7 @@ func TestCrashKill9(t *testing.T) {
 			for ctx.Err() == nil {
 				// Pacing, not synchronisation: merges at random moments are the load.
 				time.Sleep(time.Duration(30+r.IntN(120)) * time.Millisecond)
-				req, _ := http.NewRequestWithContext(ctx, "POST", p.url+"/api/v1/internal/merge-wal/crash", nil)
+				req, _ := http.NewRequestWithContext(ctx, "POST", p.url+ck.mergePath, nil)
 				if resp, err := client.Do(req); err == nil {
 					resp.Body.Close()
 					mu.Lock()
@@ -245,14 +315,14 @@ func TestCrashKill9(t *testing.T) {
 	p := startWorkerProc(t, bin, dir, args...)
 	checkListed := func(stage string) map[string]bool {
 		listed := map[string]bool{}
-		for _, r := range listAllHTTP(t, p.url, "crash", "", 10_000) {
-			if listed[r.ID] {
-				t.Fatalf("%s: id %s listed twice", stage, r.ID)
+		for _, id := range ck.listIDs(t, p.url) {
+			if listed[id] {
+				t.Fatalf("%s: id %s listed twice", stage, id)
 			}
-			if !sent[r.ID] {
-				t.Fatalf("%s: id %s was never sent", stage, r.ID)
+			if !sent[id] {
+				t.Fatalf("%s: id %s was never sent", stage, id)
 			}
-			listed[r.ID] = true
+			listed[id] = true
 		}
 		for id := range acked {
 			if !listed[id] {
@@ -267,11 +337,11 @@ func TestCrashKill9(t *testing.T) {
 		if n++; n > 20 {
 			break
 		}
-		doHTTP(t, p.url, "GET", "/api/v1/rollouts/crash/records/"+id, "", nil).want(t, http.StatusOK, nil)
+		doHTTP(t, p.url, "GET", ck.getPath+id, "", nil).want(t, http.StatusOK, nil)
 	}
 	for {
 		var mw api.MergeWALResponse
-		doHTTP(t, p.url, "POST", "/api/v1/internal/merge-wal/crash?flush=true", "", nil).want(t, http.StatusOK, &mw)
+		doHTTP(t, p.url, "POST", ck.mergePath+"?flush=true", "", nil).want(t, http.StatusOK, &mw)
 		if mw.Pending == 0 {
 			break
 		}
@@ -282,9 +352,9 @@ func TestCrashKill9(t *testing.T) {
 	// The graceful stop sealed the shard: no WAL entry is left to replay.
 	// (.tmp-put-* files are FileStore uploads cut off by a SIGKILL; maintenance sweeps
 	// them with FileStore.SweepTemp.)
-	entries, _ := filepath.Glob(filepath.Join(dir, "crash.rollout.lance", "_wal", wal.ShardIDFor("crash-worker"), "entries", "[0-9]*"))
+	entries, _ := filepath.Glob(filepath.Join(dir, "crash."+ck.kind+".lance", "_wal", "*", "entries", "[0-9]*"))
 	if len(entries) != 0 {
-		ms, _ := filepath.Glob(filepath.Join(dir, "crash.rollout.lance", "_wal", wal.ShardIDFor("crash-worker"), "manifest", "*"))
+		ms, _ := filepath.Glob(filepath.Join(dir, "crash."+ck.kind+".lance", "_wal", "*", "manifest", "*"))
 		sort.Strings(ms)
 		m, _ := os.ReadFile(ms[0])
 		t.Fatalf("%d WAL entries left after a graceful stop: %v\nmanifest %s", len(entries), entries, m)
@@ -293,14 +363,14 @@ func TestCrashKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := wal.Audit(t.Context(), objstore.Prefixed(data, "crash.rollout.lance"), "id")
+	rep, err := wal.Audit(t.Context(), objstore.Prefixed(data, "crash."+ck.kind+".lance"), "id")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Duplicates != 0 || rep.Pending.Generations != 0 || rep.BaseRows != int64(len(listed)) {
 		t.Fatalf("audit: %+v, API lists %d", rep, len(listed))
 	}
-	rows, err := oracle.New(t).Read(filepath.Join(dir, "crash.rollout.lance"), oracle.ReadOptions{Columns: []string{"id"}})
+	rows, err := oracle.New(t).Read(filepath.Join(dir, "crash."+ck.kind+".lance"), oracle.ReadOptions{Columns: []string{"id"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
-// Package worker is the data plane of lancectx: the HTTP API of the rollout stores of
-// one data directory (api.Routes()), each store a Lance dataset written through this
-// worker's WAL shard (package wal).
+// Package worker is the data plane of lancectx: the HTTP API of the stores of one data
+// directory (api.Routes()), each store a Lance dataset written through this worker's
+// WAL shard (package wal). Store kinds (rollout; generic, of a declared schema, see
+// package generic) differ only in what storeKind describes: registry, key column,
+// table preparation and the row codec of their routes; handles, shards, incarnation
+// fencing, merges and reads are shared.
 //
 // # Store handles
 //

@@ -151,7 +151,7 @@ func TestEndToEnd(t *testing.T) {
 	if got := ids(all); !slices.Equal(sorted(got), allIDs) {
 		t.Fatalf("after merge the API lists %v", got)
 	}
-	if rep, err := wal.Audit(t.Context(), tw.srv.datasetStore("exp"), "id"); err != nil || rep.Duplicates != 0 || rep.Pending.Generations != 0 {
+	if rep, err := wal.Audit(t.Context(), tw.srv.datasetStore(tw.srv.rollouts, "exp"), "id"); err != nil || rep.Duplicates != 0 || rep.Pending.Generations != 0 {
 		t.Fatalf("audit %+v %v", rep, err)
 	}
 	checkOracle(t, filepath.Join(tw.dir, "exp.rollout.lance"), all)
@@ -335,6 +335,8 @@ func TestRoutesServed(t *testing.T) {
 	tw := newTestWorker(t, "", nil)
 	tw.createStore("s")
 	tw.appendJSON("s", true, rollout.AddRecord{ID: "x", RolloutID: "r", BinaryPayload: []byte("p")})
+	tw.createGeneric("s", `{"columns":[{"name":"id","type":"string"}]}`, false)
+	tw.appendRows("s", "?flush=true", `{"id":"x"}`)
 	for _, rt := range api.Routes() {
 		name := "s"
 		if rt.Method == "DELETE" {
@@ -348,6 +350,12 @@ func TestRoutesServed(t *testing.T) {
 			body, ct = []byte(`{"name":"s2"}`), api.ContentTypeJSON
 		case rt.Method == "POST" && strings.HasSuffix(rt.Path, "/records"):
 			body, ct = jsonBody(t, []rollout.AddRecord{rec("y", "r")}), api.ContentTypeJSON
+		case rt.Method == "POST" && rt.Path == "/api/v1/generic":
+			body, ct = []byte(`{"name":"s2","schema":{"columns":[{"name":"id","type":"string"}]}}`), api.ContentTypeJSON
+		case rt.Method == "POST" && rt.Path == "/api/v1/generic/{name}/rows":
+			body, ct = []byte(`{"rows":[{"id":"y"}]}`), api.ContentTypeJSON
+		case rt.Method == "POST" && rt.Path == "/api/v1/generic/{name}/batch-get":
+			body, ct = []byte(`{"ids":["x"]}`), api.ContentTypeJSON
 		}
 		r := tw.do(rt.Method, path, ct, body)
 		if r.status >= 300 {
@@ -374,8 +382,8 @@ func TestRoutesServed(t *testing.T) {
 		`worker_loop_last_success_timestamp_seconds{loop="merge"}`,
 		`worker_loop_consecutive_failures{loop="seal"} 0`,
 		`rollout_backpressure_headroom_generations 1024`,
-		`rollout_stores_resident 1`,
-		`rollout_wal_append_rows_total 2`,
+		`rollout_stores_resident 2`,
+		`rollout_wal_append_rows_total 4`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)

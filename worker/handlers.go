@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lancectx/lancectx/api"
@@ -34,6 +35,9 @@ func (s *Server) toAPIError(ctx context.Context, err error) error {
 		s.met.backpressure.Inc()
 		return api.Overloaded(bp.RetryAfter, "appends are paused: %s (%d, cap %d); retry after %s",
 			bp.Reason, bp.Pending, bp.Max, bp.RetryAfter.Round(time.Second)).WithCause(err)
+	case errors.Is(err, errSchema):
+		return api.Conflict("%s; the store's schema is immutable: restore the table or re-create the store",
+			strings.TrimPrefix(err.Error(), "worker: ")).WithCause(err)
 	case errors.Is(err, wal.ErrInvalidBatch):
 		return api.InvalidRequest("%s", strings.TrimPrefix(err.Error(), "wal: ")).WithCause(err)
 	case errors.Is(err, wal.ErrSnapshotChanged), errors.Is(err, wal.ErrSnapshotStale):
@@ -53,16 +57,16 @@ func (s *Server) toAPIError(ctx context.Context, err error) error {
 // canonical form (objstore.DatasetURI) the master reports for the experiment too.
 // Without a DataDir (an embedder that passed only Store) it is the path in the data
 // directory.
-func (s *Server) storeURI(name string) string {
-	dir := s.registry.DatasetDir(name)
+func (s *Server) storeURI(k *storeKind, name string) string {
+	dir := k.reg.DatasetDir(name)
 	if s.cfg.DataDir == "" {
 		return dir
 	}
 	return objstore.DatasetURI(s.cfg.DataDir, dir)
 }
 
-func (s *Server) datasetStore(name string) objstore.Store {
-	return objstore.Prefixed(s.data, s.registry.DatasetDir(name))
+func (s *Server) datasetStore(k *storeKind, name string) objstore.Store {
+	return objstore.Prefixed(s.data, k.reg.DatasetDir(name))
 }
 
 // pathName returns the validated {name} of the request path.
@@ -91,32 +95,32 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, api.InvalidRequest("storage_options are not supported: every store uses the worker's data directory settings"))
 		return
 	}
-	info, err := s.createStore(r.Context(), req.Name)
+	ds, err := s.createStore(r.Context(), s.rollouts, req.Name, rollout.Schema())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusCreated, info)
+	api.WriteJSON(w, http.StatusCreated, api.StoreInfo{Name: req.Name, URI: s.storeURI(s.rollouts, req.Name), Version: ds.Version()})
 }
 
-// createStore claims the name in the registry (exactly one concurrent creator
-// wins), then writes the empty base table. If the table cannot be written, the
-// entry and whatever was written are removed again.
-func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, error) {
-	st := s.datasetStore(name)
-	if _, err := s.registry.Get(ctx, name); errors.Is(err, registry.ErrNotFound) {
-		if err := s.clearRemnant(ctx, name, st); err != nil {
-			return api.StoreInfo{}, err
+// createStore claims the name in the kind's registry (exactly one concurrent
+// creator wins), then writes the empty base table of schema sch. If the table cannot
+// be written, the entry and whatever was written are removed again.
+func (s *Server) createStore(ctx context.Context, k *storeKind, name string, sch *arrow.Schema) (*lance.Dataset, error) {
+	st := s.datasetStore(k, name)
+	if _, err := k.reg.Get(ctx, name); errors.Is(err, registry.ErrNotFound) {
+		if err := s.clearRemnant(ctx, k, name, st); err != nil {
+			return nil, err
 		}
 	}
-	entry, err := s.registry.Create(ctx, name, s.cfg.Now())
+	entry, err := k.reg.Create(ctx, name, s.cfg.Now())
 	if err != nil {
 		if errors.Is(err, registry.ErrExists) {
-			return api.StoreInfo{}, api.AlreadyExists("rollout store %q already exists", name).WithCause(err)
+			return nil, api.AlreadyExists("%s %q already exists", k.noun, name).WithCause(err)
 		}
-		return api.StoreInfo{}, err
+		return nil, err
 	}
-	rdr, err := array.NewRecordReader(rollout.Schema(), nil)
+	rdr, err := array.NewRecordReader(sch, nil)
 	if err == nil {
 		var ds *lance.Dataset
 		// The table carries the incarnation every writer checks, and starts past the
@@ -125,17 +129,17 @@ func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, e
 			Config: map[string]string{wal.IncarnationKey: entry.Incarnation}, FirstVersion: entry.FirstVersion})
 		rdr.Release()
 		if err == nil {
-			s.log.Info("worker: store created", "store", name, "version", ds.Version())
-			return api.StoreInfo{Name: name, URI: s.storeURI(name), Version: ds.Version()}, nil
+			s.log.Info("worker: store created", "store", name, "kind", k.name, "version", ds.Version())
+			return ds, nil
 		}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
 	defer cancel()
-	if derr := s.registry.Delete(cctx, name); derr != nil {
-		s.log.Error("worker: could not undo a failed store creation; delete the store to retry", "store", name,
+	if derr := k.reg.Delete(cctx, name); derr != nil {
+		s.log.Error("worker: could not undo a failed store creation; delete the store to retry", "store", name, "kind", k.name,
 			"err", derr, "create_err", err)
 	}
-	return api.StoreInfo{}, fmt.Errorf("worker: create base table of %q: %w", name, err)
+	return nil, fmt.Errorf("worker: create base table of %q: %w", name, err)
 }
 
 // clearRemnant makes the place of a store about to be created empty. A dataset there
@@ -143,7 +147,7 @@ func (s *Server) createStore(ctx context.Context, name string) (api.StoreInfo, e
 // tool's table, an operator's copy): 409. The exception is what a writer of a deleted
 // incarnation of the name left after the delete (its table carries that incarnation,
 // and the registry's tombstone names it): that is removed.
-func (s *Server) clearRemnant(ctx context.Context, name string, st objstore.Store) error {
+func (s *Server) clearRemnant(ctx context.Context, k *storeKind, name string, st objstore.Store) error {
 	ds, err := lance.OpenStore(ctx, st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
 		return nil
@@ -152,36 +156,40 @@ func (s *Server) clearRemnant(ctx context.Context, name string, st objstore.Stor
 		return err
 	}
 	if inc := wal.Incarnation(ds); inc != "" {
-		t, ok, err := s.registry.Tombstone(ctx, name)
+		t, ok, err := k.reg.Tombstone(ctx, name)
 		if err != nil {
 			return err
 		}
 		if ok && t.Incarnation == inc {
 			s.log.Warn("worker: removing what a writer of the deleted store left at its place", "store", name,
 				"incarnation", inc, "version", ds.Version())
-			return s.registry.Purge(ctx, name)
+			return k.reg.Purge(ctx, name)
 		}
 	}
 	// Most often a store of the system lancectx replaces (lance-context), or a copy of one:
 	// adoption takes it over with its data and history; creating would have to drop them.
 	return api.Conflict("a dataset (version %d) already exists at %s but is not a registered store; adopt it "+
 		"(lancectx adopt DATA_DIR, or start with --adopt) to serve it with its rows and history, or move it away first",
-		ds.Version(), s.registry.DatasetDir(name))
+		ds.Version(), k.reg.DatasetDir(name))
 }
 
 func (s *Server) handleListStores(w http.ResponseWriter, r *http.Request) {
+	s.listStores(w, r, s.rollouts)
+}
+
+func (s *Server) listStores(w http.ResponseWriter, r *http.Request, k *storeKind) {
 	if _, err := api.Query(r); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	names, err := s.registry.Names(r.Context())
+	names, err := k.reg.Names(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	out := api.ListStoresResponse{Stores: make([]api.StoreSummary, 0, len(names))}
 	for _, n := range names {
-		out.Stores = append(out.Stores, api.StoreSummary{Name: n, URI: s.storeURI(n)})
+		out.Stores = append(out.Stores, api.StoreSummary{Name: n, URI: s.storeURI(k, n)})
 	}
 	api.WriteJSON(w, http.StatusOK, out)
 }
@@ -195,22 +203,31 @@ func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if _, err := s.registry.Get(r.Context(), name); err != nil {
-		s.fail(w, r, s.stores.registryErr(name, err))
-		return
-	}
-	ds, err := lance.OpenStore(r.Context(), s.datasetStore(name))
-	if errors.Is(err, lance.ErrDatasetNotFound) {
-		err = api.NotFound("rollout store %q has no dataset yet (its creation has not completed)", name).WithCause(err)
-	}
+	ds, err := s.describe(r.Context(), s.rollouts, name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, api.StoreInfo{Name: name, URI: s.storeURI(name), Version: ds.Version()})
+	api.WriteJSON(w, http.StatusOK, api.StoreInfo{Name: name, URI: s.storeURI(s.rollouts, name), Version: ds.Version()})
+}
+
+// describe reads the latest base table of a registered store (no handle opened).
+func (s *Server) describe(ctx context.Context, k *storeKind, name string) (*lance.Dataset, error) {
+	if _, err := k.reg.Get(ctx, name); err != nil {
+		return nil, k.stores.registryErr(name, err)
+	}
+	ds, err := lance.OpenStore(ctx, s.datasetStore(k, name))
+	if errors.Is(err, lance.ErrDatasetNotFound) {
+		err = api.NotFound("%s %q has no dataset yet (its creation has not completed)", k.noun, name).WithCause(err)
+	}
+	return ds, err
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	s.deleteStore(w, r, s.rollouts)
+}
+
+func (s *Server) deleteStore(w http.ResponseWriter, r *http.Request, k *storeKind) {
 	name, err := pathName(r)
 	if err == nil {
 		_, err = api.Query(r)
@@ -219,11 +236,11 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.stores.delete(r.Context(), name); err != nil {
+	if err := k.stores.delete(r.Context(), name); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("worker: store deleted", "store", name)
+	s.log.Info("worker: store deleted", "store", name, "kind", k.name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -241,7 +258,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	// Existence first (no write: an unknown store is refused before its body is read,
 	// and the store is opened only for a body that decoded).
-	if err := s.stores.known(ctx, name); err != nil {
+	if err := s.rollouts.stores.known(ctx, name); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -273,7 +290,7 @@ func (s *Server) Append(ctx context.Context, name string, records []rollout.AddR
 	}
 	start := time.Now()
 	var version uint64
-	err := s.withWriter(ctx, name, func(h *handle, sh *wal.Shard) error {
+	err := s.withWriter(ctx, s.rollouts, name, func(h *handle, sh *wal.Shard) error {
 		rec, err := rollout.ToBatch(records, sh.Schema())
 		if err != nil {
 			return err
@@ -321,7 +338,7 @@ func (s *Server) handleMergeWAL(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.mergeWAL(r.Context(), name, flush)
+	res, err := s.mergeWAL(r.Context(), s.rollouts, name, flush)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -153,10 +153,17 @@ func TestEveryRouteRefusesUnknownParameters(t *testing.T) {
 		"GET /api/v1/rollouts/{name}/records":    "this route accepts limit, offset, filter, filters",
 		"GET /api/v1/rollouts/{name}/arrow":      "this route accepts columns, filter",
 		"POST /api/v1/internal/merge-wal/{name}": "this route accepts flush",
+		"POST /api/v1/generic/{name}/rows":       "this route accepts flush",
+		"GET /api/v1/generic/{name}/rows":        "this route accepts limit, offset, filter",
+		"GET /api/v1/generic/{name}/rows/{id}":   "this route accepts columns",
+		"POST /api/v1/generic/{name}/merge-wal":  "this route accepts flush",
 	}
 	body := map[string]string{
-		"POST /api/v1/rollouts":                `{"name":"new-store"}`,
-		"POST /api/v1/rollouts/{name}/records": `{"records":[{"id":"never","rollout_id":"r"}]}`,
+		"POST /api/v1/rollouts":                 `{"name":"new-store"}`,
+		"POST /api/v1/rollouts/{name}/records":  `{"records":[{"id":"never","rollout_id":"r"}]}`,
+		"POST /api/v1/generic":                  `{"name":"new-store","schema":{"columns":[{"name":"id","type":"string"}]}}`,
+		"POST /api/v1/generic/{name}/rows":      `{"rows":[{"id":"never"}]}`,
+		"POST /api/v1/generic/{name}/batch-get": `{"ids":["b"]}`,
 	}
 	routes := append(api.Routes(), api.Route{Method: "GET", Path: "/api/v1/openapi.json"})
 	checked := 0

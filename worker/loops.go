@@ -88,20 +88,20 @@ func (s *Server) mergeLoop() {
 		}
 		due := 0
 		now := s.cfg.Now()
-		for _, h := range s.stores.each() {
+		for _, h := range s.eachStore() {
 			sh := h.shard.Load()
 			if sh == nil || !s.mergeDue(sh.Stats(), now) {
-				s.stores.release(h)
+				release(h)
 				continue
 			}
 			due++
 			if !h.merging.CompareAndSwap(false, true) {
-				s.stores.release(h)
+				release(h)
 				continue
 			}
 			if !s.tryTakeSlot() {
 				h.merging.Store(false)
-				s.stores.release(h)
+				release(h)
 				s.met.mergeSkipped.Inc()
 				continue
 			}
@@ -109,7 +109,7 @@ func (s *Server) mergeLoop() {
 			inflight++
 			mu.Unlock()
 			wg.Go(func() {
-				defer s.stores.release(h)
+				defer release(h)
 				defer h.merging.Store(false)
 				defer s.freeSlot()
 				mctx, mcancel := context.WithTimeout(ctx, backgroundMergeTimeout)
@@ -126,7 +126,7 @@ func (s *Server) mergeLoop() {
 					lastErr = err.Error()
 					s.log.Warn("worker: background merge failed", "store", h.name, "err", err, "consecutive_failures", failures)
 					if reopenable(err) || errors.Is(err, wal.ErrIncarnation) {
-						s.stores.invalidate(h, err.Error())
+						h.kind.stores.invalidate(h, err.Error())
 					}
 				case err == nil:
 					failures, lastErr = 0, ""
@@ -164,7 +164,7 @@ func (s *Server) mergeDue(st wal.Stats, now time.Time) bool {
 // WAL) as one loop: healthy when no shard has a failing sealer.
 func (s *Server) checkSealers() {
 	worst, why := int64(0), ""
-	for _, h := range s.stores.each() {
+	for _, h := range s.eachStore() {
 		if sh := h.shard.Load(); sh != nil {
 			st := sh.Stats()
 			if st.SealConsecutiveFailures > worst {
@@ -172,7 +172,7 @@ func (s *Server) checkSealers() {
 				why = fmt.Sprintf("store %q: %s", h.name, st.LastSealError)
 			}
 		}
-		s.stores.release(h)
+		release(h)
 	}
 	if worst == 0 {
 		s.loopOK(loopSeal)

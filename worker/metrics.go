@@ -13,11 +13,16 @@ type metrics struct {
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 
-	appends          *prometheus.CounterVec
-	recordsAppended  prometheus.Counter
-	appendsFlushed   prometheus.Counter
-	appendDuration   *prometheus.HistogramVec
-	appendRetries    prometheus.Counter
+	appends         *prometheus.CounterVec
+	recordsAppended prometheus.Counter
+	appendsFlushed  prometheus.Counter
+	appendDuration  *prometheus.HistogramVec
+	appendRetries   prometheus.Counter
+
+	genericAppends        *prometheus.CounterVec
+	genericRows           prometheus.Counter
+	genericAppendDuration *prometheus.HistogramVec
+
 	backpressure     prometheus.Counter
 	cacheHits        prometheus.Counter
 	cacheMisses      prometheus.Counter
@@ -53,6 +58,14 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help: "Append requests acknowledged (201), by whether they asked for ?flush=true."}, []string{"flush"}),
 		recordsAppended: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_records_appended_total",
 			Help: "Records acknowledged durably by append requests."}),
+		genericAppends: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "generic_appends_total",
+			Help: "Generic store append requests acknowledged (201), by whether the rows were sealed before the answer (?flush=true or seal_on_add)."},
+			[]string{"flush"}),
+		genericRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "generic_rows_appended_total",
+			Help: "Generic store rows acknowledged durably by append requests."}),
+		genericAppendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "generic_add_request_duration_seconds",
+			Help: "Store work of an acknowledged generic append request (decode, durable WAL write, seal), by flush.", Buckets: latency},
+			[]string{"flush"}),
 		appendsFlushed: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_appends_flushed_total",
 			Help: "Append requests whose rows were sealed (visible to every reader) before the answer."}),
 		appendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rollout_add_request_duration_seconds",
@@ -95,6 +108,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	for _, f := range []string{"true", "false"} {
 		m.appends.WithLabelValues(f)
 		m.appendDuration.WithLabelValues(f)
+		m.genericAppends.WithLabelValues(f)
+		m.genericAppendDuration.WithLabelValues(f)
 	}
 	for _, r := range []string{"ok", "not_found", "error"} {
 		m.storeOpens.WithLabelValues(r)
@@ -102,20 +117,28 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	for _, t := range []string{"request", "background"} {
 		m.mergeRequests.WithLabelValues(t)
 	}
-	for _, r := range []string{"merged", "noop", "failed", "timeout", "busy"} {
-		m.mergeOutcomes.WithLabelValues(r, "rollout")
+	for _, kind := range []string{kindRollout, kindGeneric} {
+		for _, r := range []string{"merged", "noop", "failed", "timeout", "busy"} {
+			m.mergeOutcomes.WithLabelValues(r, kind)
+		}
+		m.mergeReclaimed.WithLabelValues(kind)
 	}
-	m.mergeReclaimed.WithLabelValues("rollout")
-	for _, k := range []string{"list", "arrow", "blob"} {
+	for _, k := range []string{"list", "arrow", "blob", "generic_list"} {
 		m.streamsAborted.WithLabelValues(k)
 	}
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.appends, m.recordsAppended, m.appendsFlushed, m.appendDuration,
-		m.appendRetries, m.backpressure, m.cacheHits, m.cacheMisses, m.storeOpens, m.storeCloses, m.mergeRequests,
+		m.appendRetries, m.genericAppends, m.genericRows, m.genericAppendDuration, m.backpressure, m.cacheHits, m.cacheMisses, m.storeOpens, m.storeCloses, m.mergeRequests,
 		m.mergeOutcomes, m.mergeReclaimed, m.mergeSkipped, m.mergeSlotWait,
 		m.snapshotRetries, m.streamsAborted, m.requestsInFlight, m.tempSwept)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_stores_resident",
 		Help: "Store handles open in this worker (each holds a WAL shard)."},
-		func() float64 { return float64(s.stores.resident()) }))
+		func() float64 {
+			n := 0
+			for _, k := range s.kinds {
+				n += k.stores.resident()
+			}
+			return float64(n)
+		}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_backpressure_headroom_generations",
 		Help: "Smallest distance, in pending generations, between a resident store and the cap at which its appends get 503 " +
 			"(the cap itself when no store is resident; 0 means appends are being refused)."},

@@ -95,7 +95,13 @@ var listParams = []string{"limit", "offset", "filter", "filters"}
 // The filter's columns are checked against the store's schema later (checkFilter),
 // when the snapshot is known.
 func parseListQuery(r *http.Request, maxRows int) (listQuery, error) {
-	q, err := api.Query(r, listParams...)
+	return parseListQueryOf(r, maxRows, listParams)
+}
+
+// parseListQueryOf is parseListQuery taking the given parameters (a generic store's
+// list has no filters object).
+func parseListQueryOf(r *http.Request, maxRows int, params []string) (listQuery, error) {
+	q, err := api.Query(r, params...)
 	if err != nil {
 		return listQuery{}, err
 	}
@@ -157,12 +163,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			if err := checkFilter(q.filter, sn.Base().Schema().Arrow()); err != nil {
 				return err
 			}
-			return s.writeList(ctx, w, sn, q)
+			return s.writeList(ctx, w, sn, q, rollout.DefaultReadColumns(sn.Base().Schema().Arrow()), rollout.KeyColumn,
+				func(w io.Writer) listWriter { return rolloutList{rollout.NewListWriter(w)} })
 		})
 	})
 	if err != nil {
@@ -175,11 +182,12 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 // every matching row, decided before any byte is sent: more than ListMaxRows of them
 // is a 400, never a truncated answer. Nothing is sent until the first batch was read,
 // so a failing snapshot still gets a proper error.
-func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.Snapshot, q listQuery) error {
+func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.Snapshot, q listQuery, cols []string, key string,
+	newWriter func(io.Writer) listWriter) error {
 	limit := int64(q.limit)
 	if limit == 0 {
 		limit = int64(s.cfg.ListMaxRows)
-		fits, err := listFits(ctx, sn, q, limit)
+		fits, err := listFits(ctx, sn, q, limit, key)
 		if err != nil {
 			return err
 		}
@@ -188,7 +196,6 @@ func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.S
 				limit, pageOrStream)
 		}
 	}
-	cols := rollout.DefaultReadColumns(sn.Base().Schema().Arrow())
 	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: q.filter, Offset: int64(q.offset), Limit: limit + 1})
 	if err != nil {
 		return err
@@ -201,7 +208,7 @@ func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.S
 	cw := &countingWriter{w: w}
 	w.Header().Set("Content-Type", api.ContentTypeJSON)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	lw := rollout.NewListWriter(cw)
+	lw := newWriter(cw)
 	cut := func(err error) error {
 		if cw.n > 0 {
 			return &errStreamCut{err}
@@ -217,7 +224,7 @@ func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.S
 		}
 		if take > 0 {
 			part := rec.NewSlice(0, take)
-			err := lw.WriteBatch(part, false)
+			err := lw.WriteBatch(part)
 			part.Release()
 			if err != nil {
 				return cut(err)
@@ -245,11 +252,11 @@ func (s *Server) writeList(ctx context.Context, w http.ResponseWriter, sn *wal.S
 // listFits tells whether a list query matches at most max rows. It counts them
 // reading only the key column (and the filter's), stopping at max+1; a snapshot with
 // at most max rows in all needs no scan.
-func listFits(ctx context.Context, sn *wal.Snapshot, q listQuery, max int64) (bool, error) {
+func listFits(ctx context.Context, sn *wal.Snapshot, q listQuery, max int64, key string) (bool, error) {
 	if sn.PendingGenerations() == 0 && sn.Base().CountRows()+sn.MemtableRows() <= max {
 		return true, nil // an upper bound of the matching rows
 	}
-	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{rollout.KeyColumn}, Filter: q.filter,
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{key}, Filter: q.filter,
 		Offset: int64(q.offset), Limit: max + 1})
 	if err != nil {
 		return false, err
@@ -260,6 +267,19 @@ func listFits(ctx context.Context, sn *wal.Snapshot, q listQuery, max int64) (bo
 		n += rdr.RecordBatch().NumRows()
 	}
 	return n <= max, rdr.Err()
+}
+
+// listWriter writes a list answer: the rows of each batch, then the paging fields.
+type listWriter interface {
+	WriteBatch(rec arrow.RecordBatch) error
+	Close(hasMore bool, limit, offset int) error
+}
+
+// rolloutList lists rollout records without their payloads.
+type rolloutList struct{ *rollout.ListWriter }
+
+func (l rolloutList) WriteBatch(rec arrow.RecordBatch) error {
+	return l.ListWriter.WriteBatch(rec, false)
 }
 
 type countingWriter struct {
@@ -294,7 +314,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var out *rollout.Record
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			rec, ok, err := sn.Get(ctx, id, rollout.DefaultReadColumns(sn.Base().Schema().Arrow()))
 			if err != nil || !ok {
@@ -332,7 +352,7 @@ func (s *Server) handleBlob(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var payload []byte
 	var found bool
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			rec, ok, err := sn.Get(ctx, id, []string{rollout.ColBinaryPayload})
 			if err != nil || !ok {
@@ -405,7 +425,7 @@ func (s *Server) handleArrow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	err = s.withShard(ctx, name, func(h *handle) error {
+	err = s.withShard(ctx, s.rollouts, name, func(h *handle) error {
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error {
 			sch := sn.Base().Schema().Arrow()
 			cols, err := rollout.ParseColumns(colsParam, sch)

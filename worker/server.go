@@ -24,9 +24,6 @@ import (
 	"github.com/lancectx/lancectx/wal"
 )
 
-// registryKind is the registry kind (and dataset suffix) of rollout stores.
-const registryKind = "rollout"
-
 // Server is one worker: the HTTP data plane of the rollout stores in a data
 // directory, their WAL shards and the background merge loop. It is safe for
 // concurrent use; Handler may be mounted in any http.Server (or several).
@@ -35,11 +32,13 @@ type Server struct {
 	log      *slog.Logger
 	data     objstore.Store
 	ownData  bool
-	registry *registry.Registry
 	walMet   *wal.Metrics
 	keyCache *lance.KeyCache // nil when Config.KeyCacheBytes < 0
 	met      *metrics
-	stores   *stores
+	// rollouts and generics are the store kinds; kinds lists both.
+	rollouts *storeKind
+	generics *storeKind
+	kinds    []*storeKind
 	handler  http.Handler
 
 	// mergeSlots bounds merges running at once (background and requested).
@@ -73,12 +72,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.ownData = true
 	}
-	s.registry = registry.New(s.data, registryKind)
+	s.newKinds()
 	s.walMet = wal.NewMetrics(cfg.Registerer)
 	if cfg.KeyCacheBytes > 0 {
 		s.keyCache = lance.NewKeyCache(cfg.KeyCacheBytes)
 	}
-	s.stores = newStores(s)
 	s.loops = loophealth.New(loophealth.Options{Subsystem: "worker", Registerer: cfg.Registerer, Now: cfg.Now})
 	for _, l := range []string{loopMerge, loopSeal} {
 		s.loops.Add(l, cfg.MergeInterval, 0).SetActive(true)
@@ -147,7 +145,11 @@ func (s *Server) Close(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 		s.bg.Wait()
-		s.stores.shutdown(ctx)
+		var wg sync.WaitGroup
+		for _, k := range s.kinds {
+			wg.Go(func() { k.stores.shutdown(ctx) })
+		}
+		wg.Wait()
 		if s.ownData {
 			s.closeErr = s.data.Close()
 		}
@@ -163,17 +165,40 @@ func (s *Server) Close(ctx context.Context) error {
 // (lancectx serve). Errors are *api.Error values with the status the route would
 // answer (unknown store: 404; retryable: 503).
 func (s *Server) MergeWAL(ctx context.Context, name string) (api.MergeWALResponse, error) {
-	return s.mergeWAL(ctx, name, false)
+	return s.mergeWAL(ctx, s.rollouts, name, false)
+}
+
+// MergeWALKind is MergeWAL for a store of the given kind ("rollout", "generic").
+func (s *Server) MergeWALKind(ctx context.Context, kind, name string) (api.MergeWALResponse, error) {
+	k, err := s.kindNamed(kind)
+	if err != nil {
+		return api.MergeWALResponse{}, err
+	}
+	return s.mergeWAL(ctx, k, name, false)
+}
+
+// kindNamed returns the store kind of a registry kind name.
+func (s *Server) kindNamed(kind string) (*storeKind, error) {
+	for _, k := range s.kinds {
+		if k.name == kind {
+			return k, nil
+		}
+	}
+	return nil, api.InvalidRequest("unknown store kind %s", api.QuoteTrunc(kind, 32))
 }
 
 // Flush seals this worker's unsealed rows of the store into a generation, so that
 // every reader (any worker) sees them and the next merge takes them; it waits up to
 // Config.FlushTimeout.
 func (s *Server) Flush(ctx context.Context, name string) error {
+	return s.flush(ctx, s.rollouts, name)
+}
+
+func (s *Server) flush(ctx context.Context, k *storeKind, name string) error {
 	if err := api.ValidateName(name); err != nil {
 		return err
 	}
-	err := s.withWriter(ctx, name, func(h *handle, sh *wal.Shard) error {
+	err := s.withWriter(ctx, k, name, func(h *handle, sh *wal.Shard) error {
 		fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
 		defer cancel()
 		return sh.Flush(fctx)
@@ -183,12 +208,12 @@ func (s *Server) Flush(ctx context.Context, name string) error {
 
 // mergeWAL is MergeWAL, sealing the unsealed rows first when flush is set (the
 // merge-wal route's ?flush=true).
-func (s *Server) mergeWAL(ctx context.Context, name string, flush bool) (api.MergeWALResponse, error) {
+func (s *Server) mergeWAL(ctx context.Context, k *storeKind, name string, flush bool) (api.MergeWALResponse, error) {
 	if err := api.ValidateName(name); err != nil {
 		return api.MergeWALResponse{}, err
 	}
 	var out api.MergeWALResponse
-	err := s.withWriter(ctx, name, func(h *handle, sh *wal.Shard) error {
+	err := s.withWriter(ctx, k, name, func(h *handle, sh *wal.Shard) error {
 		if flush {
 			fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
 			err := sh.Flush(fctx)
@@ -227,9 +252,9 @@ var errMergeBusy = errors.New("worker: another merge of the dataset is running")
 func (s *Server) mergeOnce(ctx context.Context, h *handle, sh *wal.Shard, trigger string, lockWait time.Duration) (wal.MergeResult, error) {
 	start := time.Now()
 	if l := s.cfg.MergeLocker; l != nil {
-		lock, err := l.TryLock(ctx, coord.MergeLockName(registryKind, h.name), lockWait)
+		lock, err := l.TryLock(ctx, coord.MergeLockName(h.kind.name, h.name), lockWait)
 		if errors.Is(err, coord.ErrLocked) {
-			s.met.mergeOutcomes.WithLabelValues("busy", registryKind).Inc()
+			s.met.mergeOutcomes.WithLabelValues("busy", h.kind.name).Inc()
 			return wal.MergeResult{}, fmt.Errorf("merge store %q: %w", h.name, errMergeBusy)
 		}
 		if err != nil {
@@ -252,24 +277,24 @@ func (s *Server) mergeOnce(ctx context.Context, h *handle, sh *wal.Shard, trigge
 		h.noteVersion(res.Version)
 	}
 	if res.Generations > 0 {
-		s.met.mergeReclaimed.WithLabelValues(registryKind).Add(float64(res.Generations))
+		s.met.mergeReclaimed.WithLabelValues(h.kind.name).Add(float64(res.Generations))
 	}
 	switch {
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		s.met.mergeOutcomes.WithLabelValues("timeout", registryKind).Inc()
+		s.met.mergeOutcomes.WithLabelValues("timeout", h.kind.name).Inc()
 	case err != nil:
-		s.met.mergeOutcomes.WithLabelValues("failed", registryKind).Inc()
+		s.met.mergeOutcomes.WithLabelValues("failed", h.kind.name).Inc()
 	case res.Generations == 0:
-		s.met.mergeOutcomes.WithLabelValues("noop", registryKind).Inc()
+		s.met.mergeOutcomes.WithLabelValues("noop", h.kind.name).Inc()
 	default:
-		s.met.mergeOutcomes.WithLabelValues("merged", registryKind).Inc()
+		s.met.mergeOutcomes.WithLabelValues("merged", h.kind.name).Inc()
 	}
 	if err != nil {
 		return res, fmt.Errorf("merge store %q: %w", h.name, err)
 	}
 	s.met.mergeRequests.WithLabelValues(trigger).Observe(time.Since(start).Seconds())
 	if res.Generations > 0 {
-		s.log.Info("worker: merged WAL generations", "store", h.name, "trigger", trigger, "generations", res.Generations,
+		s.log.Info("worker: merged WAL generations", "store", h.name, "kind", h.kind.name, "trigger", trigger, "generations", res.Generations,
 			"rows", res.Rows, "duplicates_deleted", res.DuplicatesDeleted, "version", res.Version, "pending", res.Pending,
 			"seconds", time.Since(start).Seconds())
 	}
@@ -302,20 +327,20 @@ func (s *Server) freeSlot() { <-s.mergeSlots }
 // stale (its shard fenced by a newer writer, failed, or closed under it by eviction or
 // deletion, or its dataset deleted and created again), the handle is dropped, the
 // store reopened and f retried once: a read is idempotent.
-func (s *Server) withShard(ctx context.Context, name string, f func(h *handle) error) error {
+func (s *Server) withShard(ctx context.Context, k *storeKind, name string, f func(h *handle) error) error {
 	for attempt := 0; ; attempt++ {
-		h, err := s.stores.acquire(ctx, name)
+		h, err := k.stores.acquire(ctx, name)
 		if err != nil {
 			return err
 		}
 		err = f(h)
 		if err != nil && attempt == 0 && (reopenable(err) || errors.Is(err, wal.ErrIncarnation)) {
-			s.stores.invalidate(h, err.Error())
-			s.stores.release(h)
+			k.stores.invalidate(h, err.Error())
+			k.stores.release(h)
 			s.met.appendRetries.Inc()
 			continue
 		}
-		s.stores.release(h)
+		k.stores.release(h)
 		return err
 	}
 }
@@ -325,28 +350,28 @@ func (s *Server) withShard(ctx context.Context, name string, f func(h *handle) e
 // shard whose dataset was deleted, or deleted and created again, is dropped but f is
 // not retried: the caller wrote for the store as it was, and its rows must not land in
 // a new one. The error then says which happened (404 or 409).
-func (s *Server) withWriter(ctx context.Context, name string, f func(h *handle, sh *wal.Shard) error) error {
+func (s *Server) withWriter(ctx context.Context, k *storeKind, name string, f func(h *handle, sh *wal.Shard) error) error {
 	for attempt := 0; ; attempt++ {
-		h, err := s.stores.acquire(ctx, name)
+		h, err := k.stores.acquire(ctx, name)
 		if err != nil {
 			return err
 		}
-		sh, err := s.stores.writer(ctx, h)
+		sh, err := k.stores.writer(ctx, h)
 		if err == nil {
 			err = f(h, sh)
 		}
 		switch {
 		case err != nil && attempt == 0 && reopenable(err):
-			s.stores.invalidate(h, err.Error())
-			s.stores.release(h)
+			k.stores.invalidate(h, err.Error())
+			k.stores.release(h)
 			s.met.appendRetries.Inc()
 			continue
 		case errors.Is(err, wal.ErrIncarnation):
-			s.stores.invalidate(h, err.Error())
-			s.stores.release(h)
+			k.stores.invalidate(h, err.Error())
+			k.stores.release(h)
 			return s.incarnationErr(ctx, h, err)
 		}
-		s.stores.release(h)
+		k.stores.release(h)
 		return err
 	}
 }
@@ -354,11 +379,11 @@ func (s *Server) withWriter(ctx context.Context, name string, f func(h *handle, 
 // incarnationErr turns a write refused for a gone incarnation into the answer: 404 when
 // the store no longer exists, 409 when it was created again.
 func (s *Server) incarnationErr(ctx context.Context, h *handle, err error) error {
-	if _, gerr := s.registry.Get(ctx, h.name); errors.Is(gerr, registry.ErrNotFound) {
-		return api.NotFound("rollout store %q was deleted; nothing was written", h.name).WithCause(err)
+	if _, gerr := h.kind.reg.Get(ctx, h.name); errors.Is(gerr, registry.ErrNotFound) {
+		return api.NotFound("%s %q was deleted; nothing was written", h.kind.noun, h.name).WithCause(err)
 	}
-	return api.Conflict("rollout store %q was deleted and created again while this request ran; nothing was written to the new store (retry to write to it)",
-		h.name).WithCause(err)
+	return api.Conflict("%s %q was deleted and created again while this request ran; nothing was written to the new store (retry to write to it)",
+		h.kind.noun, h.name).WithCause(err)
 }
 
 // reopenable errors are cured by reopening the shard.
@@ -373,10 +398,10 @@ func reopenable(err error) bool {
 // headroom is the smallest distance to the pending-generation cap among the
 // resident stores with a shard open (memory only).
 func (s *Server) headroom() int64 {
-	hs := s.stores.each()
+	hs := s.eachStore()
 	defer func() {
 		for _, h := range hs {
-			s.stores.release(h)
+			release(h)
 		}
 	}()
 	best := int64(s.cfg.MaxPendingGenerations)
@@ -409,6 +434,16 @@ func (s *Server) routes() http.Handler {
 		{"GET /api/v1/rollouts/{name}/records/{id}/blob", true, s.handleBlob},
 		{"GET /api/v1/rollouts/{name}/arrow", true, s.handleArrow},
 		{"POST /api/v1/internal/merge-wal/{name}", false, s.handleMergeWAL},
+		{"POST /api/v1/generic", false, s.handleGenericCreate},
+		{"GET /api/v1/generic", false, s.handleGenericList},
+		{"GET /api/v1/generic/{name}", false, s.handleGenericDescribe},
+		{"DELETE /api/v1/generic/{name}", false, s.handleGenericDelete},
+		{"POST /api/v1/generic/{name}/rows", false, s.handleGenericAppend},
+		{"GET /api/v1/generic/{name}/rows", true, s.handleGenericRows},
+		{"GET /api/v1/generic/{name}/rows/{id}", false, s.handleGenericGet},
+		{"POST /api/v1/generic/{name}/batch-get", false, s.handleGenericBatchGet},
+		{"POST /api/v1/generic/{name}/flush", false, s.handleGenericFlush},
+		{"POST /api/v1/generic/{name}/merge-wal", false, s.handleGenericMergeWAL},
 		{"GET /api/v1/health", false, s.handleHealthQuery},
 		{"GET /api/v1/openapi.json", false, s.handleOpenAPI},
 	}

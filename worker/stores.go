@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/generic"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
@@ -49,12 +50,17 @@ const (
 // the shard, whose claim writes a manifest, is opened by the first write. So a store
 // that is only read costs no write, and between reads no request at all.
 type handle struct {
+	kind   *storeKind
 	name   string
 	st     objstore.Store // rooted at the dataset directory
 	entry  registry.Entry // the incarnation this handle serves
 	reader *wal.Reader
 	// replay: this worker's shard has entries no generation covers (set by open).
 	replay bool
+	// spec and sealOnAdd: a generic store's declared schema and persisted
+	// seal_on_add (set by open; nil for rollout stores).
+	spec      *generic.Spec
+	sealOnAdd bool
 	// shard is nil until the first write opens it (stores.writer).
 	shard atomic.Pointer[wal.Shard]
 
@@ -90,7 +96,8 @@ func (h *handle) noteVersion(v uint64) {
 // handle's state keeps other requests for the same name waiting (with their own
 // request context).
 type stores struct {
-	srv *Server
+	srv  *Server
+	kind *storeKind
 
 	mu      sync.Mutex
 	m       map[string]*handle // every handle not fully closed
@@ -99,8 +106,8 @@ type stores struct {
 	closing sync.WaitGroup     // closes in flight
 }
 
-func newStores(s *Server) *stores {
-	return &stores{srv: s, m: map[string]*handle{}, lru: list.New()}
+func newStores(s *Server, k *storeKind) *stores {
+	return &stores{srv: s, kind: k, m: map[string]*handle{}, lru: list.New()}
 }
 
 // resident is the number of handles in the LRU list.
@@ -133,13 +140,13 @@ func (ss *stores) known(ctx context.Context, name string) error {
 	if ok {
 		return nil
 	}
-	_, err := ss.srv.registry.Get(ctx, name)
+	_, err := ss.kind.reg.Get(ctx, name)
 	return ss.registryErr(name, err)
 }
 
 func (ss *stores) registryErr(name string, err error) error {
 	if errors.Is(err, registry.ErrNotFound) {
-		return api.NotFound("rollout store %q does not exist", name).WithCause(err)
+		return api.NotFound("%s %q does not exist", ss.kind.noun, name).WithCause(err)
 	}
 	return err
 }
@@ -157,7 +164,7 @@ func (ss *stores) acquire(ctx context.Context, name string) (*handle, error) {
 		var wait chan struct{}
 		switch {
 		case h == nil:
-			h = &handle{name: name, state: stateOpening, ready: make(chan struct{}), closed: make(chan struct{})}
+			h = &handle{kind: ss.kind, name: name, state: stateOpening, ready: make(chan struct{}), closed: make(chan struct{})}
 			ss.m[name] = h
 			ss.mu.Unlock()
 			return ss.openAndPublish(ctx, h)
@@ -248,28 +255,33 @@ func (ss *stores) openAndPublish(ctx context.Context, h *handle) (*handle, error
 // previous run acknowledged and did not seal (h.replay).
 func (ss *stores) open(ctx context.Context, h *handle) error {
 	s := ss.srv
-	entry, err := s.registry.Get(ctx, h.name)
+	entry, err := ss.kind.reg.Get(ctx, h.name)
 	if err != nil {
 		return ss.registryErr(h.name, err)
 	}
 	st := objstore.Prefixed(s.data, entry.Dataset)
 	ds, err := lance.OpenStore(ctx, st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
-		return api.NotFound("rollout store %q has no dataset yet (its creation has not completed)", h.name).WithCause(err)
+		return api.NotFound("%s %q has no dataset yet (its creation has not completed)", ss.kind.noun, h.name).WithCause(err)
 	}
 	if err != nil {
 		return fmt.Errorf("worker: open store %q: %w", h.name, err)
 	}
 	if inc := wal.Incarnation(ds); inc != entry.Incarnation {
 		// Deleted and created again, and the creation has not written its table yet.
-		return api.Overloaded(time.Second, "rollout store %q is being re-created; retry", h.name).WithCause(wal.ErrIncarnation)
+		return api.Overloaded(time.Second, "%s %q is being re-created; retry", ss.kind.noun, h.name).WithCause(wal.ErrIncarnation)
+	}
+	if ss.kind.open != nil {
+		if err := ss.kind.open(h, ds); err != nil {
+			return fmt.Errorf("worker: open store %q: %w", h.name, err)
+		}
 	}
 	if h.replay, err = wal.Unreplayed(ctx, st, wal.ShardID(s.cfg.WorkerID, entry.Incarnation)); err != nil {
 		return fmt.Errorf("worker: open store %q: %w", h.name, err)
 	}
 	h.st, h.entry = st, entry
-	h.reader = wal.NewReader(st, wal.ReaderOptions{KeyColumn: rollout.KeyColumn, Base: ds, KeyCache: s.keyCache,
-		KeyCacheScope: fmt.Sprintf("store %s %p", h.name, h)})
+	h.reader = wal.NewReader(st, wal.ReaderOptions{KeyColumn: ss.kind.keyColumn, Base: ds, KeyCache: s.keyCache,
+		KeyCacheScope: fmt.Sprintf("%s store %s %p", ss.kind.name, h.name, h)})
 	h.noteVersion(ds.Version())
 	s.log.Debug("worker: store opened", "store", h.name, "version", ds.Version(), "incarnation", entry.Incarnation)
 	return nil
@@ -333,8 +345,8 @@ func (ss *stores) openShard(ctx context.Context, h *handle) (*wal.Shard, error) 
 	if err != nil {
 		return nil, fmt.Errorf("worker: open store %q: %w", h.name, err)
 	}
-	if _, err = evolve(ctx, ds, h.entry.Incarnation); err != nil {
-		return nil, fmt.Errorf("worker: add columns to store %q: %w", h.name, err)
+	if _, err = ss.kind.prepare(ctx, ds, h.entry.Incarnation); err != nil {
+		return nil, fmt.Errorf("worker: prepare the base table of store %q: %w", h.name, err)
 	}
 	shard, err := wal.Open(ctx, wal.Options{
 		Store:                 h.st,
@@ -342,7 +354,7 @@ func (ss *stores) openShard(ctx context.Context, h *handle) (*wal.Shard, error) 
 		Incarnation:           h.entry.Incarnation,
 		Current:               ss.confirmIncarnation(h.name, h.entry.Incarnation),
 		Reader:                h.reader,
-		KeyColumn:             rollout.KeyColumn,
+		KeyColumn:             ss.kind.keyColumn,
 		SealBytes:             s.cfg.SealBytes,
 		SealInterval:          s.cfg.SealInterval,
 		GroupCommitMaxBytes:   s.cfg.GroupCommitMaxBytes,
@@ -354,7 +366,7 @@ func (ss *stores) openShard(ctx context.Context, h *handle) (*wal.Shard, error) 
 		// stores (MergeConcurrency); the shard's own trigger stays off.
 		MergeAfterGenerations: 0,
 		Merge:                 s.cfg.Merge,
-		Logger:                s.log.With("store", h.name),
+		Logger:                s.log.With("store", h.name, "kind", ss.kind.name),
 		Metrics:               s.walMet,
 	})
 	if err != nil {
@@ -369,14 +381,14 @@ func (ss *stores) openShard(ctx context.Context, h *handle) (*wal.Shard, error) 
 // alongside every WAL entry put: one small read per group commit.
 func (ss *stores) confirmIncarnation(name, incarnation string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		e, err := ss.srv.registry.Get(ctx, name)
+		e, err := ss.kind.reg.Get(ctx, name)
 		switch {
 		case errors.Is(err, registry.ErrNotFound):
-			return fmt.Errorf("%w: rollout store %q was deleted", wal.ErrIncarnation, name)
+			return fmt.Errorf("%w: %s %q was deleted", wal.ErrIncarnation, ss.kind.noun, name)
 		case err != nil:
 			return err
 		case e.Incarnation != incarnation:
-			return fmt.Errorf("%w: rollout store %q was deleted and created again", wal.ErrIncarnation, name)
+			return fmt.Errorf("%w: %s %q was deleted and created again", wal.ErrIncarnation, ss.kind.noun, name)
 		}
 		return nil
 	}
@@ -456,7 +468,7 @@ func (ss *stores) invalidate(h *handle, why string) {
 		h.elem = nil
 		h.state = stateDraining
 	}
-	ss.srv.log.Warn("worker: store handle invalidated; the next request reopens the shard", "store", h.name, "reason", why)
+	ss.srv.log.Warn("worker: store handle invalidated; the next request reopens the shard", "store", h.name, "kind", ss.kind.name, "reason", why)
 }
 
 // evictLocked moves the least recently used handles past the capacity out of the
@@ -596,7 +608,7 @@ func (ss *stores) delete(ctx context.Context, name string) error {
 		old.reader.Close()
 		ss.srv.met.storeCloses.WithLabelValues("deleted", "ok").Inc()
 	}
-	if err := ss.srv.registry.Delete(ctx, name); err != nil {
+	if err := ss.kind.reg.Delete(ctx, name); err != nil {
 		return ss.registryErr(name, err)
 	}
 	return nil

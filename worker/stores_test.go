@@ -51,7 +51,7 @@ func TestStoreCacheChurn(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := tw.srv.stores.resident(); n > 2 {
+	if n := tw.srv.rollouts.stores.resident(); n > 2 {
 		t.Fatalf("%d resident stores, capacity 2", n)
 	}
 	for _, n := range names {

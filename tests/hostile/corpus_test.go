@@ -288,6 +288,7 @@ func loadCorpus(t *testing.T) []hostileCase {
 		}
 		cases = append(cases, hc)
 	}
+	cases = append(cases, genericCases(rc.Limits)...)
 	cases = append(cases, generated()...)
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -321,6 +322,16 @@ func routes() []route {
 		{"GET", "/api/v1/rollouts/{name}/records/{id}/blob", "/api/v1/rollouts/{name}/records/{id}/blob", true, true, false},
 		{"GET", "/api/v1/rollouts/{name}/arrow", "/api/v1/rollouts/{name}/arrow", true, false, false},
 		{"POST", "/api/v1/internal/merge-wal/{name}", "/api/v1/internal/merge-wal/{name}", true, false, false},
+		{"POST", "/api/v1/generic", "/api/v1/generic", false, false, false},
+		{"GET", "/api/v1/generic", "/api/v1/generic", false, false, false},
+		{"GET", "/api/v1/generic/{name}", "/api/v1/generic/{name}", true, false, false},
+		{"DELETE", "/api/v1/generic/{name}", "/api/v1/generic/{name}", true, false, false},
+		{"POST", "/api/v1/generic/{name}/rows", "/api/v1/generic/{name}/rows", true, false, false},
+		{"GET", "/api/v1/generic/{name}/rows", "/api/v1/generic/{name}/rows", true, false, false},
+		{"GET", "/api/v1/generic/{name}/rows/{id}", "/api/v1/generic/{name}/rows/{id}", true, true, false},
+		{"POST", "/api/v1/generic/{name}/batch-get", "/api/v1/generic/{name}/batch-get", true, false, false},
+		{"POST", "/api/v1/generic/{name}/flush", "/api/v1/generic/{name}/flush", true, false, false},
+		{"POST", "/api/v1/generic/{name}/merge-wal", "/api/v1/generic/{name}/merge-wal", true, false, false},
 		{"GET", "/api/v1/health", "/api/v1/health", false, false, false},
 		{"GET", "/api/v1/openapi.json", "/api/v1/openapi.json", false, false, false},
 		{"GET", "/metrics", "/metrics", false, false, false},
@@ -344,7 +355,10 @@ func (r route) fill(name, id string) string {
 }
 
 func (r route) internal() bool { return strings.HasPrefix(r.pattern, "/api/v1/internal/") }
-func (r route) probe() bool    { return r.pattern == "/api/v1/health" || r.pattern == "/metrics" }
+
+// read: the route needs the read scope (GET, and the generic batch get's POST).
+func (r route) read() bool  { return r.method == "GET" || strings.HasSuffix(r.pattern, "/batch-get") }
+func (r route) probe() bool { return r.pattern == "/api/v1/health" || r.pattern == "/metrics" }
 
 // generated crosses every route with the hostile families: methods it does not take,
 // credentials that must not open it, hostile names and ids.
@@ -401,7 +415,7 @@ func generated() []hostileCase {
 					WantStatus: 403, WantCode: api.CodeForbidden},
 				hostileCase{Name: what + " spelled with an escaped letter and the read-write token is a 403", Method: r.method,
 					Path: strings.Replace(target, "internal", "%69nternal", 1), Auth: "rw", WantStatus: 403, WantCode: api.CodeForbidden})
-		case r.method == "GET":
+		case r.read():
 			out = append(out,
 				hostileCase{Name: what + " with the write-only token is a 403", Method: r.method, Path: target, Auth: "write",
 					WantStatus: 403, WantCode: api.CodeForbidden},
@@ -463,7 +477,7 @@ func generated() []hostileCase {
 				}
 				hc := hostileCase{Name: fmt.Sprintf("%s with %s in the id is a %d", what, n.label, n.status),
 					Method: r.method, Path: r.fill(store, n.esc), WantStatus: n.status, WantCode: code}
-				if n.status == 404 && !strings.HasSuffix(r.pattern, "/blob") {
+				if n.status == 404 && !strings.HasSuffix(r.pattern, "/blob") && !strings.HasPrefix(r.pattern, "/api/v1/generic/") {
 					// A record the store does not have is {"record": null} (the reference's
 					// answer); only the payload route answers 404.
 					hc.Name = fmt.Sprintf("%s with %s in the id is a null record", what, n.label)
@@ -505,6 +519,7 @@ func TestHostileCorpus(t *testing.T) {
 	cases := loadCorpus(t)
 	st := newStack(t, stackOptions{})
 	st.seed()
+	st.seedGeneric()
 	// The experiment's stats row, for the master's searches.
 	st.must("POST", "/api/v1/experiments/"+store+"/rescan", tokRW, "", http.StatusOK, nil)
 	before := st.state()
@@ -548,5 +563,19 @@ func TestHostileCorpus(t *testing.T) {
 	slices.Sort(ids)
 	if strings.Join(ids, ",") != "seed-1,seed-2,seed-3,seed-4,seed-blob" {
 		t.Fatalf("the store lists %v", ids)
+	}
+	var rows struct {
+		Rows []struct {
+			ID string `json:"id"`
+		} `json:"rows"`
+	}
+	st.must("GET", "/api/v1/generic/"+store+"/rows", tokRead, "", http.StatusOK, &rows)
+	ids = ids[:0]
+	for _, r := range rows.Rows {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	if strings.Join(ids, ",") != "seed-1,seed-2,seed-3,seed-4" {
+		t.Fatalf("the generic store lists %v", ids)
 	}
 }
