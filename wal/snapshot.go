@@ -612,6 +612,10 @@ type ScanOptions struct {
 	// Offset skips this many result rows; Limit stops after this many (0: no limit).
 	Offset int64
 	Limit  int64
+	// SkipBase leaves the base table out: only the pending generations and the
+	// memtable are read (a caller that knows the base has no matching row, from a
+	// key lookup, saves the base scan).
+	SkipBase bool
 }
 
 // Scan streams the snapshot's rows, newest row per key, in a defined order: the base
@@ -852,6 +856,10 @@ func (r *scanReader) page(rec arrow.RecordBatch) arrow.RecordBatch {
 func (r *scanReader) step() (arrow.RecordBatch, error) {
 	switch r.stage {
 	case 0:
+		if r.opts.SkipBase {
+			r.stage = 1
+			return nil, nil
+		}
 		return r.stepBase()
 	case 1:
 		return r.stepGen()

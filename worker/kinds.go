@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lancectx/lancectx/datagen"
 	"github.com/lancectx/lancectx/generic"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/registry"
@@ -16,6 +17,7 @@ import (
 const (
 	kindRollout = "rollout"
 	kindGeneric = "generic"
+	kindDatagen = "datagen"
 )
 
 // storeKind is what differs between kinds of store; everything else (handles, WAL
@@ -44,7 +46,9 @@ func (s *Server) newKinds() {
 		reg: registry.New(s.data, kindRollout), prepare: evolve}
 	s.generics = &storeKind{name: kindGeneric, noun: "generic store", keyColumn: generic.KeyColumn,
 		reg: registry.New(s.data, kindGeneric), open: openGeneric, prepare: checkGeneric}
-	s.kinds = []*storeKind{s.rollouts, s.generics}
+	s.datagens = &storeKind{name: kindDatagen, noun: "datagen store", keyColumn: datagen.KeyColumn,
+		reg: registry.New(s.data, kindDatagen), open: openDatagen, prepare: checkDatagen}
+	s.kinds = []*storeKind{s.rollouts, s.generics, s.datagens}
 	for _, k := range s.kinds {
 		k.stores = newStores(s, k)
 	}

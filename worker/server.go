@@ -38,6 +38,7 @@ type Server struct {
 	// rollouts and generics are the store kinds; kinds lists both.
 	rollouts *storeKind
 	generics *storeKind
+	datagens *storeKind
 	kinds    []*storeKind
 	handler  http.Handler
 
@@ -444,6 +445,18 @@ func (s *Server) routes() http.Handler {
 		{"POST /api/v1/generic/{name}/batch-get", false, s.handleGenericBatchGet},
 		{"POST /api/v1/generic/{name}/flush", false, s.handleGenericFlush},
 		{"POST /api/v1/generic/{name}/merge-wal", false, s.handleGenericMergeWAL},
+		{"POST /api/v1/datagen", false, s.handleDatagenCreate},
+		{"GET /api/v1/datagen", false, s.handleDatagenList},
+		{"GET /api/v1/datagen/{name}", false, s.handleDatagenDescribe},
+		{"DELETE /api/v1/datagen/{name}", false, s.handleDatagenDelete},
+		{"POST /api/v1/datagen/{name}/events", false, s.handleDatagenAppend},
+		{"GET /api/v1/datagen/{name}/items/{item_id}", false, s.handleDatagenItem},
+		{"GET /api/v1/datagen/{name}/items/{item_id}/failures", false, s.handleDatagenFailures},
+		{"GET /api/v1/datagen/{name}/items/{item_id}/events", false, s.handleDatagenItemEvents},
+		{"GET /api/v1/datagen/{name}/overview", true, s.handleDatagenOverview},
+		{"GET /api/v1/datagen/{name}/root-status", false, s.handleDatagenRootStatus},
+		{"GET /api/v1/datagen/{name}/roots/{root_item_id}/events", false, s.handleDatagenRootEvents},
+		{"GET /api/v1/datagen/{name}/blobs/{event_id}", false, s.handleDatagenBlob},
 		{"GET /api/v1/health", false, s.handleHealthQuery},
 		{"GET /api/v1/openapi.json", false, s.handleOpenAPI},
 	}

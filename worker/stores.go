@@ -61,6 +61,8 @@ type handle struct {
 	// seal_on_add (set by open; nil for rollout stores).
 	spec      *generic.Spec
 	sealOnAdd bool
+	// dg: a datagen store's in-flight reservations (set by open).
+	dg *dgState
 	// shard is nil until the first write opens it (stores.writer).
 	shard atomic.Pointer[wal.Shard]
 

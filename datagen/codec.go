@@ -1,0 +1,261 @@
+package datagen
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/lancectx/lancectx/api"
+)
+
+// ToRecord builds the Arrow rows of normalized events (the full table schema).
+func ToRecord(evs []api.DatagenEvent) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, Schema())
+	defer b.Release()
+	str := func(i int) *array.StringBuilder { return b.Field(i).(*array.StringBuilder) }
+	lstr := func(i int) *array.LargeStringBuilder { return b.Field(i).(*array.LargeStringBuilder) }
+	optS := func(i int, v *string) {
+		if v == nil {
+			b.Field(i).AppendNull()
+		} else {
+			str(i).Append(*v)
+		}
+	}
+	optL := func(i int, v []byte) {
+		if v == nil {
+			b.Field(i).AppendNull()
+		} else {
+			lstr(i).Append(string(v))
+		}
+	}
+	i64 := func(i int) *array.Int64Builder { return b.Field(i).(*array.Int64Builder) }
+	i32 := func(i int) *array.Int32Builder { return b.Field(i).(*array.Int32Builder) }
+	for n := range evs {
+		ev := &evs[n]
+		str(0).Append(ev.EventID)
+		str(1).Append(ev.ItemID)
+		str(2).Append(ev.RootItemID)
+		optS(3, ev.ParentItemID)
+		i64(4).Append(ev.ItemSeq)
+		str(5).Append(ev.CheckpointID)
+		str(6).Append(ev.EventType)
+		optS(7, ev.StepName)
+		optS(8, ev.StepKind)
+		if ev.StepIndex == nil {
+			b.Field(9).AppendNull()
+		} else {
+			i64(9).Append(*ev.StepIndex)
+		}
+		optS(10, ev.EnclosingStep)
+		optS(11, ev.SelectorStep)
+		i32(12).Append(ev.Attempt)
+		str(13).Append(ev.RunID)
+		str(14).Append(ev.WriterEpoch)
+		optS(15, ev.FieldName)
+		optS(16, ev.FieldType)
+		if ev.CodecVersion == nil {
+			b.Field(17).AppendNull()
+		} else {
+			i32(17).Append(*ev.CodecVersion)
+		}
+		// value_kind .. payload_checksum (18..26): one of the value columns is set.
+		if v := ev.Value; v == nil {
+			for c := 18; c <= 26; c++ {
+				b.Field(c).AppendNull()
+			}
+		} else {
+			str(18).Append(v.Kind)
+			nulls := map[int]bool{19: true, 20: true, 21: true, 22: true, 23: true, 24: true, 25: true, 26: true}
+			switch v.Kind {
+			case KindInt:
+				n, _ := strconv.ParseInt(string(v.Value), 10, 64)
+				i64(19).Append(n)
+				nulls[19] = false
+			case KindFloat:
+				f, _ := strconv.ParseFloat(string(v.Value), 64)
+				b.Field(20).(*array.Float64Builder).Append(f)
+				nulls[20] = false
+			case KindBool:
+				b.Field(21).(*array.BooleanBuilder).Append(string(v.Value) == "true")
+				nulls[21] = false
+			case KindStr:
+				var s string
+				_ = json.Unmarshal(v.Value, &s)
+				lstr(22).Append(s)
+				nulls[22] = false
+			case KindJSON:
+				lstr(23).Append(string(v.Value))
+				nulls[23] = false
+			case KindBlob:
+				b.Field(24).(*array.BinaryBuilder).Append(v.Bytes)
+				i64(25).Append(*v.Size)
+				nulls[24], nulls[25] = false, false
+				if v.Checksum != nil {
+					str(26).Append(*v.Checksum)
+					nulls[26] = false
+				}
+			}
+			for c := 19; c <= 26; c++ {
+				if nulls[c] {
+					b.Field(c).AppendNull()
+				}
+			}
+		}
+		optL(27, ev.QueryTags)
+		optS(28, ev.Status)
+		optS(29, ev.ErrorType)
+		if ev.ErrorDump == nil {
+			b.Field(30).AppendNull()
+		} else {
+			lstr(30).Append(*ev.ErrorDump)
+		}
+		if ev.Traceback == nil {
+			b.Field(31).AppendNull()
+		} else {
+			lstr(31).Append(*ev.Traceback)
+		}
+		b.Field(32).(*array.TimestampBuilder).Append(arrow.Timestamp(ev.EventTS.UnixMicro()))
+		i32(33).Append(ev.SchemaVersion)
+	}
+	return b.NewRecordBatch()
+}
+
+// Rows reads events out of record batches of any projection of the table: columns
+// a batch lacks stay zero (a value without value_blob reads as a blob of size
+// payload_size with no bytes).
+type Rows struct {
+	rec  arrow.RecordBatch
+	cols map[string]arrow.Array
+}
+
+// NewRows wraps rec (not retained: it must outlive the Rows).
+func NewRows(rec arrow.RecordBatch) *Rows {
+	r := &Rows{rec: rec, cols: make(map[string]arrow.Array, rec.NumCols())}
+	for i, f := range rec.Schema().Fields() {
+		r.cols[f.Name] = rec.Column(i)
+	}
+	return r
+}
+
+// Len is the number of rows.
+func (r *Rows) Len() int { return int(r.rec.NumRows()) }
+
+// String returns a string column's value ("" when null or absent).
+func (r *Rows) String(col string, i int) string {
+	p := r.optString(col, i)
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// Int64 returns an int64 column's value (0 when null or absent).
+func (r *Rows) Int64(col string, i int) int64 {
+	if a, ok := r.cols[col].(*array.Int64); ok && a.IsValid(i) {
+		return a.Value(i)
+	}
+	return 0
+}
+
+func (r *Rows) optString(col string, i int) *string {
+	switch a := r.cols[col].(type) {
+	case *array.String:
+		if a.IsValid(i) {
+			s := a.Value(i)
+			return &s
+		}
+	case *array.LargeString:
+		if a.IsValid(i) {
+			s := a.Value(i)
+			return &s
+		}
+	}
+	return nil
+}
+
+func (r *Rows) optInt64(col string, i int) *int64 {
+	if a, ok := r.cols[col].(*array.Int64); ok && a.IsValid(i) {
+		v := a.Value(i)
+		return &v
+	}
+	return nil
+}
+
+func (r *Rows) optInt32(col string, i int) *int32 {
+	if a, ok := r.cols[col].(*array.Int32); ok && a.IsValid(i) {
+		v := a.Value(i)
+		return &v
+	}
+	return nil
+}
+
+// Event decodes row i.
+func (r *Rows) Event(i int) (api.DatagenEvent, error) {
+	ev := api.DatagenEvent{
+		EventID: r.String(ColEventID, i), ItemID: r.String(ColItemID, i), RootItemID: r.String(ColRootItemID, i),
+		ParentItemID: r.optString(ColParentItemID, i), ItemSeq: r.Int64(ColItemSeq, i),
+		CheckpointID: r.String(ColCheckpointID, i), EventType: r.String(ColEventType, i),
+		StepName: r.optString(ColStepName, i), StepKind: r.optString(ColStepKind, i), StepIndex: r.optInt64(ColStepIndex, i),
+		EnclosingStep: r.optString(ColEnclosingStep, i), SelectorStep: r.optString(ColSelectorStep, i),
+		RunID: r.String(ColRunID, i), WriterEpoch: r.String(ColWriterEpoch, i),
+		FieldName: r.optString(ColFieldName, i), FieldType: r.optString(ColFieldType, i),
+		CodecVersion: r.optInt32(ColCodecVersion, i), Status: r.optString(ColStatus, i),
+		ErrorType: r.optString(ColErrorType, i), ErrorDump: r.optString(ColErrorDump, i),
+		Traceback: r.optString(ColTraceback, i),
+	}
+	if p := r.optInt32(ColAttempt, i); p != nil {
+		ev.Attempt = *p
+	}
+	if p := r.optInt32(ColSchemaVersion, i); p != nil {
+		ev.SchemaVersion = *p
+	}
+	if p := r.optString(ColQueryTags, i); p != nil {
+		ev.QueryTags = json.RawMessage(*p)
+	}
+	if a, ok := r.cols[ColEventTS].(*array.Timestamp); ok && a.IsValid(i) {
+		t := time.UnixMicro(int64(a.Value(i))).UTC()
+		ev.EventTS = &t
+	}
+	kind := r.optString(ColValueKind, i)
+	if kind == nil {
+		return ev, nil
+	}
+	v := &api.DatagenValue{Kind: *kind}
+	switch *kind {
+	case KindInt:
+		p := r.optInt64(ColValueI64, i)
+		if p == nil {
+			return ev, fmt.Errorf("datagen: event %q: kind int without value_i64", ev.EventID)
+		}
+		v.Value = strconv.AppendInt(nil, *p, 10)
+	case KindFloat:
+		a, ok := r.cols[ColValueF64].(*array.Float64)
+		if !ok || !a.IsValid(i) {
+			return ev, fmt.Errorf("datagen: event %q: kind float without value_f64", ev.EventID)
+		}
+		v.Value = strconv.AppendFloat(nil, a.Value(i), 'g', -1, 64)
+	case KindBool:
+		a, ok := r.cols[ColValueBool].(*array.Boolean)
+		if !ok || !a.IsValid(i) {
+			return ev, fmt.Errorf("datagen: event %q: kind bool without value_bool", ev.EventID)
+		}
+		v.Value = []byte(strconv.FormatBool(a.Value(i)))
+	case KindStr:
+		v.Value, _ = json.Marshal(r.String(ColValueStr, i))
+	case KindJSON:
+		v.Value = json.RawMessage(r.String(ColValueJSON, i))
+	case KindBlob:
+		v.Size = r.optInt64(ColPayloadSize, i)
+		v.Checksum = r.optString(ColPayloadCksum, i)
+		if a, ok := r.cols[ColValueBlob].(*array.LargeBinary); ok && a.IsValid(i) {
+			v.Bytes = append([]byte{}, a.Value(i)...)
+		}
+	}
+	ev.Value = v
+	return ev, nil
+}

@@ -1,0 +1,110 @@
+package datagen
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// KeyColumn is the primary key of a datagen log: reads keep the newest row per
+// event_id and merges one.
+const KeyColumn = "event_id"
+
+// SchemaVersion is the schema_version this implementation writes about (events of
+// any positive version are accepted).
+const SchemaVersion = 1
+
+// Column names.
+const (
+	ColEventID       = "event_id"
+	ColItemID        = "item_id"
+	ColRootItemID    = "root_item_id"
+	ColParentItemID  = "parent_item_id"
+	ColItemSeq       = "item_seq"
+	ColCheckpointID  = "checkpoint_id"
+	ColEventType     = "event_type"
+	ColStepName      = "step_name"
+	ColStepKind      = "step_kind"
+	ColStepIndex     = "step_index"
+	ColEnclosingStep = "enclosing_step"
+	ColSelectorStep  = "selector_step"
+	ColAttempt       = "attempt"
+	ColRunID         = "run_id"
+	ColWriterEpoch   = "writer_epoch"
+	ColFieldName     = "field_name"
+	ColFieldType     = "field_type"
+	ColCodecVersion  = "codec_version"
+	ColValueKind     = "value_kind"
+	ColValueI64      = "value_i64"
+	ColValueF64      = "value_f64"
+	ColValueBool     = "value_bool"
+	ColValueStr      = "value_str"
+	ColValueJSON     = "value_json"
+	ColValueBlob     = "value_blob"
+	ColPayloadSize   = "payload_size"
+	ColPayloadCksum  = "payload_checksum"
+	ColQueryTags     = "query_tags_json"
+	ColStatus        = "status"
+	ColErrorType     = "error_type"
+	ColErrorDump     = "error_dump"
+	ColTraceback     = "traceback"
+	ColEventTS       = "event_ts"
+	ColSchemaVersion = "schema_version"
+)
+
+const metaPrimaryKey = "lance-schema:unenforced-primary-key"
+
+var tsType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+// Schema is the table schema of a datagen log (the reference's datagen_log_schema,
+// column for column; event_id carries the primary-key field metadata).
+func Schema() *arrow.Schema {
+	s, u, l := arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.BinaryTypes.LargeBinary
+	i64, i32 := arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int32
+	f := func(name string, t arrow.DataType, null bool) arrow.Field {
+		return arrow.Field{Name: name, Type: t, Nullable: null}
+	}
+	pk := f(ColEventID, s, false)
+	pk.Metadata = arrow.NewMetadata([]string{metaPrimaryKey}, []string{"true"})
+	return arrow.NewSchema([]arrow.Field{
+		pk,
+		f(ColItemID, s, false), f(ColRootItemID, s, false), f(ColParentItemID, s, true),
+		f(ColItemSeq, i64, false), f(ColCheckpointID, s, false), f(ColEventType, s, false),
+		f(ColStepName, s, true), f(ColStepKind, s, true), f(ColStepIndex, i64, true),
+		f(ColEnclosingStep, s, true), f(ColSelectorStep, s, true), f(ColAttempt, i32, false),
+		f(ColRunID, s, false), f(ColWriterEpoch, s, false), f(ColFieldName, s, true),
+		f(ColFieldType, s, true), f(ColCodecVersion, i32, true), f(ColValueKind, s, true),
+		f(ColValueI64, i64, true), f(ColValueF64, arrow.PrimitiveTypes.Float64, true),
+		f(ColValueBool, arrow.FixedWidthTypes.Boolean, true), f(ColValueStr, u, true),
+		f(ColValueJSON, u, true), f(ColValueBlob, l, true), f(ColPayloadSize, i64, true),
+		f(ColPayloadCksum, s, true), f(ColQueryTags, u, true), f(ColStatus, s, true),
+		f(ColErrorType, s, true), f(ColErrorDump, u, true), f(ColTraceback, u, true),
+		f(ColEventTS, tsType, false), f(ColSchemaVersion, i32, false),
+	}, nil)
+}
+
+// ReadColumns are every column but value_blob: what event reads project (blob
+// bytes are read on demand, by event id).
+func ReadColumns() []string {
+	var out []string
+	for _, f := range Schema().Fields() {
+		if f.Name != ColValueBlob {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// SameSchema reports whether sch is the datagen log schema (names, types and
+// nullability, in order).
+func SameSchema(sch *arrow.Schema) bool {
+	want := Schema()
+	if sch.NumFields() != want.NumFields() {
+		return false
+	}
+	for i, f := range want.Fields() {
+		g := sch.Field(i)
+		if g.Name != f.Name || g.Nullable != f.Nullable || !arrow.TypeEqual(g.Type, f.Type) {
+			return false
+		}
+	}
+	return true
+}

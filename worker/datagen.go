@@ -1,0 +1,677 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/datagen"
+	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/wal"
+)
+
+// Datagen stores (/api/v1/datagen): append-only event logs (package datagen) on the
+// same handles, WAL shards, merges and snapshots as the other kinds. Every append is
+// sealed before its 201 (concurrent appends share one seal: the shard's Flush joins
+// the seal in progress), and checked against what the store already has: an event_id
+// reused with other content, or another event_id at an (item_id, item_seq), is a 400
+// that writes nothing.
+
+var datagenAppendDecoder = api.NewJSONDecoder(&api.AddDatagenEventsRequest{}).WithRoot("request body")
+
+// dgState is a datagen handle's in-flight reservations: the events of appends that
+// passed their checks and are not yet in the shard's memtable, so two concurrent
+// appends cannot both pass with conflicting events. Its mutex is never held across
+// I/O.
+type dgState struct {
+	mu    sync.Mutex
+	ids   map[string]*dgRes // event_id -> reservation
+	seqs  map[dgSeq]string  // (item_id, item_seq) -> event_id
+	scope string            // key-cache scope of the base's item_id index
+}
+
+type dgSeq struct {
+	item string
+	seq  int64
+}
+
+type dgRes struct {
+	content string
+	refs    int
+}
+
+func openDatagen(h *handle, ds *lance.Dataset) error {
+	if !datagen.SameSchema(ds.Schema().Arrow()) {
+		return fmt.Errorf("%w: not the datagen event schema", errSchema)
+	}
+	h.dg = &dgState{ids: map[string]*dgRes{}, seqs: map[dgSeq]string{}, scope: fmt.Sprintf("datagen items %s %p", h.name, h)}
+	return nil
+}
+
+func checkDatagen(_ context.Context, ds *lance.Dataset, incarnation string) (*lance.Dataset, error) {
+	if inc := wal.Incarnation(ds); inc != incarnation {
+		return nil, fmt.Errorf("%w: the base table is incarnation %q, not %q", wal.ErrIncarnation, inc, incarnation)
+	}
+	if !datagen.SameSchema(ds.Schema().Arrow()) {
+		return nil, fmt.Errorf("%w: not the datagen event schema", errSchema)
+	}
+	return ds, nil
+}
+
+// reserve registers evs as in flight, refusing conflicts with other in-flight
+// appends; release undoes it.
+func (d *dgState) reserve(evs []api.DatagenEvent) (release func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range evs {
+		ev := &evs[i]
+		if r := d.ids[ev.EventID]; r != nil && r.content != datagen.Content(ev) {
+			return nil, api.InvalidRequest("events[%d]: event_id %s was reused with different content (an append in flight has it)",
+				i, api.QuoteTrunc(ev.EventID, 100))
+		}
+		if id, ok := d.seqs[dgSeq{ev.ItemID, ev.ItemSeq}]; ok && id != ev.EventID {
+			return nil, api.InvalidRequest("events[%d]: item %s already has event %s at item_seq %d (in flight)",
+				i, api.QuoteTrunc(ev.ItemID, 100), api.QuoteTrunc(id, 100), ev.ItemSeq)
+		}
+	}
+	for i := range evs {
+		ev := &evs[i]
+		r := d.ids[ev.EventID]
+		if r == nil {
+			r = &dgRes{content: datagen.Content(ev)}
+			d.ids[ev.EventID] = r
+			d.seqs[dgSeq{ev.ItemID, ev.ItemSeq}] = ev.EventID
+		}
+		r.refs++
+	}
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for i := range evs {
+			ev := &evs[i]
+			if r := d.ids[ev.EventID]; r != nil {
+				if r.refs--; r.refs == 0 {
+					delete(d.ids, ev.EventID)
+					delete(d.seqs, dgSeq{ev.ItemID, ev.ItemSeq})
+				}
+			}
+		}
+	}, nil
+}
+
+// sqlString quotes s as a SQL string literal.
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// checkStored refuses events that conflict with what the snapshot holds: the same
+// event_id with other content (a key lookup per event), or another event_id at one
+// of their (item_id, item_seq) (per item: a key lookup of item_id in the base, and a
+// scan of the item's rows, of the base only when the base has the item).
+func (s *Server) checkStored(ctx context.Context, h *handle, sn *wal.Snapshot, evs []api.DatagenEvent) error {
+	cols := datagen.Schema().Fields()
+	all := make([]string, len(cols))
+	for i, f := range cols {
+		all[i] = f.Name
+	}
+	for i := range evs {
+		ev := &evs[i]
+		rec, ok, err := sn.Get(ctx, ev.EventID, all)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		old, err := datagen.NewRows(rec).Event(0)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		if datagen.Content(&old) != datagen.Content(ev) {
+			return api.InvalidRequest("events[%d]: event_id %s was reused with different content (the store has it)",
+				i, api.QuoteTrunc(ev.EventID, 100))
+		}
+	}
+	byItem := map[string][]int{}
+	for i := range evs {
+		byItem[evs[i].ItemID] = append(byItem[evs[i].ItemID], i)
+	}
+	for item, idx := range byItem {
+		inBase := true
+		if s.keyCache != nil {
+			rec, ok, err := sn.Base().LookupKey(ctx, s.keyCache, h.dg.scope, datagen.ColItemID, item, []string{datagen.ColItemID})
+			if err != nil {
+				return err
+			}
+			if ok {
+				rec.Release()
+			}
+			inBase = ok
+		}
+		seqs := make([]string, len(idx))
+		want := make(map[int64]int, len(idx))
+		for j, i := range idx {
+			seqs[j] = strconv.FormatInt(evs[i].ItemSeq, 10)
+			want[evs[i].ItemSeq] = i
+		}
+		rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColEventID, datagen.ColItemSeq}, SkipBase: !inBase,
+			Filter: fmt.Sprintf("%s = %s AND %s IN (%s)", datagen.ColItemID, sqlString(item), datagen.ColItemSeq, strings.Join(seqs, ","))})
+		if err != nil {
+			return err
+		}
+		var conflict error
+		for conflict == nil && rdr.Next() {
+			rows := datagen.NewRows(rdr.RecordBatch())
+			for r := 0; r < rows.Len(); r++ {
+				i := want[rows.Int64(datagen.ColItemSeq, r)]
+				if id := rows.String(datagen.ColEventID, r); id != evs[i].EventID {
+					conflict = api.InvalidRequest("events[%d]: item %s already has event %s at item_seq %d",
+						i, api.QuoteTrunc(item, 100), api.QuoteTrunc(id, 100), evs[i].ItemSeq)
+					break
+				}
+			}
+		}
+		err = rdr.Err()
+		rdr.Release()
+		if conflict != nil {
+			return conflict
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendEvents writes the events of an append body ({"events":[...]}) to the datagen
+// store, checked (per event, per batch, against the store) before anything is
+// written, and returns once they are durable and sealed (visible to every reader).
+// With checkpoint the batch must be one checkpoint (datagen.CheckBatch).
+func (s *Server) AppendEvents(ctx context.Context, name string, body []byte, checkpoint bool) (api.DatagenAppendResponse, error) {
+	if err := api.ValidateName(name); err != nil {
+		return api.DatagenAppendResponse{}, err
+	}
+	var req api.AddDatagenEventsRequest
+	if err := datagenAppendDecoder.Unmarshal(body, &req); err != nil {
+		return api.DatagenAppendResponse{}, err
+	}
+	if len(req.Events) == 0 {
+		return api.DatagenAppendResponse{}, api.InvalidRequest("events array must not be empty")
+	}
+	if len(req.Events) > s.cfg.MaxRecords {
+		return api.DatagenAppendResponse{}, api.InvalidRequest("events: %d events; the limit is %d per append", len(req.Events), s.cfg.MaxRecords)
+	}
+	now := s.cfg.Now()
+	for i := range req.Events {
+		if err := datagen.Normalize(i, &req.Events[i], now); err != nil {
+			return api.DatagenAppendResponse{}, err
+		}
+	}
+	evs, err := datagen.CheckBatch(req.Events, checkpoint)
+	if err != nil {
+		return api.DatagenAppendResponse{}, err
+	}
+	rec := datagen.ToRecord(evs)
+	defer rec.Release()
+	var version uint64
+	err = s.withWriter(ctx, s.datagens, name, func(h *handle, sh *wal.Shard) error {
+		release, err := h.dg.reserve(evs)
+		if err != nil {
+			return err
+		}
+		defer release()
+		sn, err := s.snapshot(ctx, h)
+		if err != nil {
+			return err
+		}
+		if err := s.checkStored(ctx, h, sn, evs); err != nil {
+			return err
+		}
+		if _, err := sh.Append(ctx, rec); err != nil {
+			return err
+		}
+		fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
+		defer cancel()
+		if err := sh.Flush(fctx); err != nil {
+			return fmt.Errorf("events are durable but sealing them failed: %w", err)
+		}
+		version = h.baseVersion.Load()
+		return nil
+	})
+	if err != nil {
+		return api.DatagenAppendResponse{}, s.toAPIError(ctx, err)
+	}
+	return api.DatagenAppendResponse{Version: version, Count: len(req.Events), Durable: true, Visible: true}, nil
+}
+
+func (s *Server) handleDatagenCreate(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var req api.CreateDatagenStoreRequest
+	if err := api.DecodeJSON(r, api.DefaultMaxBodyBytes, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := api.ValidateName(req.Name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.StorageOptions) > 0 {
+		s.fail(w, r, api.InvalidRequest("storage_options are not supported: every store uses the worker's data directory settings"))
+		return
+	}
+	ds, err := s.createStore(r.Context(), s.datagens, req.Name, datagen.Schema())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusCreated, api.DatagenStoreInfo{Name: req.Name, URI: s.storeURI(s.datagens, req.Name), Version: ds.Version()})
+}
+
+func (s *Server) handleDatagenList(w http.ResponseWriter, r *http.Request) {
+	s.listStores(w, r, s.datagens)
+}
+
+func (s *Server) handleDatagenDescribe(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ds, err := s.describe(r.Context(), s.datagens, name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, api.DatagenStoreInfo{Name: name, URI: s.storeURI(s.datagens, name), Version: ds.Version()})
+}
+
+func (s *Server) handleDatagenDelete(w http.ResponseWriter, r *http.Request) {
+	s.deleteStore(w, r, s.datagens)
+}
+
+func (s *Server) handleDatagenAppend(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q, err := api.Query(r, "checkpoint")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	checkpoint, err := api.QueryBool(q, "checkpoint", false)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	if err := s.datagens.stores.known(ctx, name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := api.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		s.fail(w, r, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes))
+		return
+	}
+	if r.Body == nil {
+		s.fail(w, r, api.InvalidRequest("request body is empty"))
+		return
+	}
+	body, err := api.ReadBody(r.Body, s.cfg.MaxBodyBytes, r.ContentLength)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp, err := s.AppendEvents(ctx, name, body, checkpoint)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusCreated, resp)
+}
+
+// scanEvents reads the events matching filter (sorted by item_id, item_seq,
+// event_id) from a snapshot: the rows of one item or one root, never the store.
+// Blob bytes are read only with blobs.
+func (s *Server) scanEvents(ctx context.Context, sn *wal.Snapshot, filter string, blobs bool) ([]api.DatagenEvent, error) {
+	cols := datagen.ReadColumns()
+	if blobs {
+		cols = append(cols, datagen.ColValueBlob)
+	}
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: filter})
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	var out []api.DatagenEvent
+	for rdr.Next() {
+		rows := datagen.NewRows(rdr.RecordBatch())
+		for i := 0; i < rows.Len(); i++ {
+			ev, err := rows.Event(i)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ev)
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, err
+	}
+	datagen.SortEvents(out)
+	return out, nil
+}
+
+// datagenRead runs f on a snapshot of the store with a validated name.
+func (s *Server) datagenRead(ctx context.Context, name string, f func(h *handle, sn *wal.Snapshot) error) error {
+	return s.withShard(ctx, s.datagens, name, func(h *handle) error {
+		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error { return f(h, sn) })
+	})
+}
+
+func foldErr(err error) error {
+	if errors.Is(err, datagen.ErrInconsistent) {
+		return api.Conflict("%s", strings.TrimPrefix(err.Error(), "datagen: ")).WithCause(err)
+	}
+	return err
+}
+
+// itemEvents answers the item routes: name and item from the path, the item's
+// events (with blob bytes when blobs).
+func (s *Server) itemEvents(r *http.Request, blobs bool) (string, []api.DatagenEvent, error) {
+	name, err := pathName(r)
+	if err != nil {
+		return "", nil, err
+	}
+	item := r.PathValue("item_id")
+	if err := api.ValidateIDField("item_id", item); err != nil {
+		return "", nil, err
+	}
+	var evs []api.DatagenEvent
+	err = s.datagenRead(r.Context(), name, func(_ *handle, sn *wal.Snapshot) error {
+		var err error
+		evs, err = s.scanEvents(r.Context(), sn, datagen.ColItemID+" = "+sqlString(item), blobs)
+		return err
+	})
+	return name, evs, err
+}
+
+func (s *Server) handleDatagenItem(w http.ResponseWriter, r *http.Request) {
+	q, err := api.Query(r, "load_blobs")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	load, err := api.QueryBool(q, "load_blobs", false)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	_, evs, err := s.itemEvents(r, load)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	it, err := datagen.Fold(evs, load)
+	if err != nil {
+		s.fail(w, r, foldErr(err))
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, api.GetFoldedDatagenItemResponse{Item: it})
+}
+
+func (s *Server) handleDatagenFailures(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	_, evs, err := s.itemEvents(r, false)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fs, err := datagen.Failures(evs)
+	if err != nil {
+		s.fail(w, r, foldErr(err))
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, api.ListDatagenFailuresResponse{Failures: fs})
+}
+
+func (s *Server) handleDatagenItemEvents(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	_, evs, err := s.itemEvents(r, false)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if evs == nil {
+		evs = []api.DatagenEvent{}
+	}
+	api.WriteJSON(w, http.StatusOK, api.ListDatagenEventsResponse{Events: evs})
+}
+
+func (s *Server) handleDatagenRootEvents(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
+	root := r.PathValue("root_item_id")
+	if err == nil {
+		err = api.ValidateIDField("root_item_id", root)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var evs []api.DatagenEvent
+	err = s.datagenRead(r.Context(), name, func(_ *handle, sn *wal.Snapshot) error {
+		var err error
+		evs, err = s.scanEvents(r.Context(), sn, datagen.ColRootItemID+" = "+sqlString(root), false)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if evs == nil {
+		evs = []api.DatagenEvent{}
+	}
+	api.WriteJSON(w, http.StatusOK, api.ListDatagenEventsResponse{Events: evs})
+}
+
+// maxRootStatusIDs bounds the ids of one root-status request.
+const maxRootStatusIDs = 1024
+
+func (s *Server) handleDatagenRootStatus(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q, err := api.Query(r, "ids")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var ids []string
+	if q.Has("ids") {
+		raw, err := api.QueryString(q, "ids")
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, id := range strings.Split(raw, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				if err := api.ValidateIDField("ids", id); err != nil {
+					s.fail(w, r, err)
+					return
+				}
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) > maxRootStatusIDs {
+		s.fail(w, r, api.InvalidRequest("ids: %d ids; the limit is %d per request", len(ids), maxRootStatusIDs))
+		return
+	}
+	out := api.DatagenRootItemStatusesResponse{Statuses: map[string]string{}}
+	if len(ids) == 0 {
+		if err := s.datagens.stores.known(r.Context(), name); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		api.WriteJSON(w, http.StatusOK, out)
+		return
+	}
+	quoted := make([]string, len(ids))
+	for i, id := range ids {
+		quoted[i] = sqlString(id)
+	}
+	err = s.datagenRead(r.Context(), name, func(_ *handle, sn *wal.Snapshot) error {
+		rdr, err := sn.Scan(r.Context(), wal.ScanOptions{
+			Columns: []string{datagen.ColItemID, datagen.ColRootItemID, datagen.ColParentItemID, datagen.ColItemSeq, datagen.ColEventType, datagen.ColStatus},
+			Filter:  fmt.Sprintf("%s IN (%s)", datagen.ColItemID, strings.Join(quoted, ","))})
+		if err != nil {
+			return err
+		}
+		defer rdr.Release()
+		byItem := map[string][]api.DatagenEvent{}
+		for rdr.Next() {
+			rows := datagen.NewRows(rdr.RecordBatch())
+			for i := 0; i < rows.Len(); i++ {
+				ev, err := rows.Event(i)
+				if err != nil {
+					return err
+				}
+				byItem[ev.ItemID] = append(byItem[ev.ItemID], ev)
+			}
+		}
+		if err := rdr.Err(); err != nil {
+			return err
+		}
+		clear(out.Statuses)
+		for id, evs := range byItem {
+			if st := datagen.Status(evs); st != "" {
+				out.Statuses[id] = st
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+}
+
+// Overview aggregates the whole log of a datagen store, streaming only the columns
+// the overview needs (memory: a few numbers per item).
+func (s *Server) Overview(ctx context.Context, name string) (api.DatagenRunOverview, error) {
+	var out api.DatagenRunOverview
+	err := s.datagenRead(ctx, name, func(_ *handle, sn *wal.Snapshot) error {
+		rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColItemID, datagen.ColRootItemID,
+			datagen.ColParentItemID, datagen.ColItemSeq, datagen.ColEventType, datagen.ColStatus, datagen.ColErrorType,
+			datagen.ColRunID, datagen.ColStepName}})
+		if err != nil {
+			return err
+		}
+		defer rdr.Release()
+		o := datagen.NewOverview()
+		for rdr.Next() {
+			rec := rdr.RecordBatch()
+			addOverview(o, rec)
+		}
+		if err := rdr.Err(); err != nil {
+			return err
+		}
+		out = o.Result()
+		return nil
+	})
+	return out, err
+}
+
+func addOverview(o *datagen.Overview, rec arrow.RecordBatch) {
+	rows := datagen.NewRows(rec)
+	for i := 0; i < rows.Len(); i++ {
+		ev, _ := rows.Event(i)
+		o.Add(datagen.OverviewRow{ItemID: ev.ItemID, RootItemID: ev.RootItemID, EventType: ev.EventType, RunID: ev.RunID,
+			ParentItemID: ev.ParentItemID, Status: ev.Status, ErrorType: ev.ErrorType, StepName: ev.StepName, ItemSeq: ev.ItemSeq})
+	}
+}
+
+func (s *Server) handleDatagenOverview(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.Overview(r.Context(), name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleDatagenBlob(w http.ResponseWriter, r *http.Request) {
+	name, err := pathName(r)
+	if err == nil {
+		_, err = api.Query(r)
+	}
+	id := r.PathValue("event_id")
+	if err == nil {
+		err = api.ValidateIDField("event_id", id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var data []byte
+	var found bool
+	err = s.datagenRead(r.Context(), name, func(_ *handle, sn *wal.Snapshot) error {
+		rec, ok, err := sn.Get(r.Context(), id, []string{datagen.ColValueBlob})
+		if err != nil || !ok {
+			return err
+		}
+		defer rec.Release()
+		var b []byte
+		b, found, err = binaryValue(rec.Column(0))
+		data = slices.Clone(b)
+		return err
+	})
+	if err == nil && !found {
+		err = api.NotFound("datagen event %s has no blob", api.QuoteTrunc(id, 100))
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+}
