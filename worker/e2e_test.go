@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/datagen"
 	"github.com/lancectx/lancectx/internal/oracle"
 	"github.com/lancectx/lancectx/rollout"
 	"github.com/lancectx/lancectx/wal"
@@ -337,12 +338,15 @@ func TestRoutesServed(t *testing.T) {
 	tw.appendJSON("s", true, rollout.AddRecord{ID: "x", RolloutID: "r", BinaryPayload: []byte("p")})
 	tw.createGeneric("s", `{"columns":[{"name":"id","type":"string"}]}`, false)
 	tw.appendRows("s", "?flush=true", `{"id":"x"}`)
+	tw.dgCreate("s")
+	tw.dgAppend("s", "", dgEvent("x", "x", 0, datagen.FieldSet, map[string]any{"value": map[string]any{"kind": "blob", "bytes": []byte("p"), "size": 1}})).
+		want(t, http.StatusCreated, nil)
 	for _, rt := range api.Routes() {
 		name := "s"
 		if rt.Method == "DELETE" {
 			name = "s2" // created by the POST before it
 		}
-		path := strings.NewReplacer("{name}", name, "{id}", "x").Replace(rt.Path)
+		path := strings.NewReplacer("{name}", name, "{id}", "x", "{item_id}", "x", "{root_item_id}", "x", "{event_id}", "x").Replace(rt.Path)
 		var body []byte
 		ct := ""
 		switch {
@@ -354,6 +358,10 @@ func TestRoutesServed(t *testing.T) {
 			body, ct = []byte(`{"name":"s2","schema":{"columns":[{"name":"id","type":"string"}]}}`), api.ContentTypeJSON
 		case rt.Method == "POST" && rt.Path == "/api/v1/generic/{name}/rows":
 			body, ct = []byte(`{"rows":[{"id":"y"}]}`), api.ContentTypeJSON
+		case rt.Method == "POST" && rt.Path == "/api/v1/datagen":
+			body, ct = []byte(`{"name":"s2"}`), api.ContentTypeJSON
+		case rt.Method == "POST" && rt.Path == "/api/v1/datagen/{name}/events":
+			body, ct = dgBody(dgEvent("y", "y", 0, datagen.ItemCreated, nil)), api.ContentTypeJSON
 		case rt.Method == "POST" && rt.Path == "/api/v1/generic/{name}/batch-get":
 			body, ct = []byte(`{"ids":["x"]}`), api.ContentTypeJSON
 		}
@@ -372,6 +380,8 @@ func TestRoutesServed(t *testing.T) {
 	tw.do("PUT", "/api/v1/internal/merge-wal/s", "", nil).wantError(t, http.StatusMethodNotAllowed, api.CodeInvalidRequest)
 	tw.do("GET", "/api/v1/openapi.json", "", nil).want(t, http.StatusOK, &map[string]any{})
 
+	// The datagen appends sealed generations of their own: merged, the headroom is full.
+	tw.dgMerge("s")
 	// Metrics carry the route template, never the store name.
 	m := string(tw.do("GET", "/metrics", "", nil).body)
 	for _, want := range []string{
@@ -382,14 +392,24 @@ func TestRoutesServed(t *testing.T) {
 		`worker_loop_last_success_timestamp_seconds{loop="merge"}`,
 		`worker_loop_consecutive_failures{loop="seal"} 0`,
 		`rollout_backpressure_headroom_generations 1024`,
-		`rollout_stores_resident 2`,
-		`rollout_wal_append_rows_total 4`,
+		`rollout_stores_resident 3`,
+		`rollout_wal_append_rows_total 6`,
 	} {
 		if !strings.Contains(m, want) {
-			t.Errorf("metrics lack %s", want)
+			t.Errorf("metrics lack %s (%s)", want, grepLines(m, want[:20]))
 		}
 	}
 	if strings.Contains(m, `"/api/v1/rollouts/s`) {
 		t.Errorf("a metric is labelled with a store name")
 	}
+}
+
+func grepLines(m, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(m, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "; ")
 }
