@@ -171,8 +171,8 @@ func jsonl(rows []string) io.Reader {
 
 // CreateOptions configures Create.
 type CreateOptions struct {
-	// StorageVersion is the Lance data storage version, "2.0" or "2.1"; empty means LanceDB's
-	// default (2.1 for LanceDB 0.31).
+	// StorageVersion is the Lance data storage version, "2.0", "2.1" or "2.2"; empty means
+	// LanceDB's default (2.1 for LanceDB 0.31).
 	StorageVersion string
 	// Overwrite replaces an existing table instead of failing.
 	Overwrite bool

@@ -142,6 +142,37 @@ func blobDescriptions(fields []*schema.Field) ([]*schema.Field, []arrow.Field) {
 	return dec, out
 }
 
+// checkBlobLayouts checks that the legacy blob fields in fields (at any depth) store
+// every page in the blob layout: a value stored otherwise (by a writer that ignored the
+// blob metadata) has no position to describe.
+func (r *Reader) checkBlobLayouts(fields []*schema.Field) error {
+	var err error
+	for _, f := range fields {
+		f.Walk(func(c *schema.Field) bool {
+			if err != nil || !IsBlobV1(c) {
+				return err == nil
+			}
+			col, ok := r.colOf[c.ID]
+			if !ok {
+				return true
+			}
+			for i := range r.cols[col].pages {
+				lay, lerr := r.cols[col].pages[i].layout21()
+				if lerr != nil {
+					err = lerr
+					return false
+				}
+				if lay.GetBlobLayout() == nil {
+					err = fmt.Errorf("%w: blob field %q has a page without the blob layout (written by a writer that ignored lance-encoding:blob): its values have no descriptions", ErrUnsupportedEncoding, c.Name)
+					return false
+				}
+			}
+			return true
+		})
+	}
+	return err
+}
+
 // blobV2Members are the descriptor members of a blob v2 column as data files list them,
 // in order, with their logical types.
 var blobV2Members = [...]struct{ name, logical string }{

@@ -568,6 +568,9 @@ func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange
 		return nil, err
 	}
 	if opts.BlobDescriptions && r.v21 {
+		if err := r.checkBlobLayouts(fields); err != nil {
+			return nil, err
+		}
 		var afs []arrow.Field
 		fields, afs = blobDescriptions(fields)
 		sch = arrow.NewSchema(afs, nil)

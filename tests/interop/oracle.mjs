@@ -5,7 +5,7 @@
 //   node tests/interop/oracle.mjs <command> <path/to/table.lance> [flags]
 //
 // Commands (stdout is JSON; rows are JSON lines in the canonical encoding of internal/arrowjson):
-//   create       --schema FILE --data FILE|- [--storage-version 2.0|2.1] [--mode create|overwrite]
+//   create       --schema FILE --data FILE|- [--storage-version 2.0|2.1|2.2] [--mode create|overwrite]
 //   add          --data FILE|- [--ready-file R --wait-file W]   (with R/W: open the table, create R,
 //                wait until W exists, then add from the now stale handle: exercises conflict rebase)
 //   delete       --where EXPR
@@ -185,7 +185,7 @@ async function run({ command, tablePath, flags, positional }) {
       const mode = flags.mode ?? "create";
       if (mode !== "create" && mode !== "overwrite") throw new UsageError(`--mode must be create or overwrite, got ${JSON.stringify(mode)}`);
       const sv = flags["storage-version"];
-      if (sv !== undefined && sv !== "2.0" && sv !== "2.1") throw new UsageError(`--storage-version must be 2.0 or 2.1, got ${JSON.stringify(sv)}`);
+      if (sv !== undefined && sv !== "2.0" && sv !== "2.1" && sv !== "2.2") throw new UsageError(`--storage-version must be 2.0, 2.1 or 2.2, got ${JSON.stringify(sv)}`);
       const schema = parseSchemaSpec(readFileSync(flags.schema, "utf8"));
       const data = flags.data === undefined ? tableFromRows(schema, []) : await tableFromData(flags, schema);
       const storageOptions = sv ? { new_table_data_storage_version: sv } : {};
