@@ -202,11 +202,11 @@ func fetchBlobs(ctx context.Context, st objstore.Reader, refs []blobRef, t arrow
 	byKey := map[string][]int{}
 	var keys []string
 	for i, r := range refs {
-		if !r.valid || r.size == 0 {
-			continue
-		}
 		if r.uri != "" {
 			return nil, fmt.Errorf("%w: blob at the external URI %q", ErrUnsupported, r.uri)
+		}
+		if !r.valid || r.size == 0 {
+			continue
 		}
 		if _, ok := byKey[r.key]; !ok {
 			keys = append(keys, r.key)
