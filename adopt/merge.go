@@ -307,7 +307,9 @@ func (u *unit) readKeys(ctx context.Context, ds *lance.Dataset, key string) erro
 	if u.tombstones {
 		cols = append(cols, TombstoneColumn)
 	}
-	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowID: true, Fragments: []uint64{u.frag.GetId()}, BatchSize: 65536})
+	// Row addresses (offsets in the fragment), not row ids, also on a dataset with
+	// stable row ids.
+	sc, err := ds.Scan(ctx, lance.ScanOptions{Columns: cols, WithRowAddr: true, Fragments: []uint64{u.frag.GetId()}, BatchSize: 65536})
 	if err != nil {
 		return fmt.Errorf("read keys: %w", err)
 	}
@@ -324,7 +326,7 @@ func (u *unit) readKeys(ctx context.Context, ds *lance.Dataset, key string) erro
 		col := rec.Column(0)
 		ids, ok := rec.Column(len(cols)).(*array.Uint64)
 		if !ok {
-			return fmt.Errorf("read keys: row ids are %s", rec.Column(len(cols)).DataType())
+			return fmt.Errorf("read keys: row addresses are %s", rec.Column(len(cols)).DataType())
 		}
 		var tomb *array.Boolean
 		if u.tombstones {

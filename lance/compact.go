@@ -313,7 +313,8 @@ func (d *Dataset) rewriteGroup(ctx context.Context, old []*tablepb.DataFragment,
 	for i, f := range old {
 		ids[i] = f.GetId()
 	}
-	s, err := d.Scan(ctx, ScanOptions{Fragments: ids, BatchSize: o.BatchRows, Parallelism: 2})
+	// The rows are rewritten whole: blob columns as their values, not descriptions.
+	s, err := d.Scan(ctx, ScanOptions{Fragments: ids, BatchSize: o.BatchRows, Parallelism: 2, BlobBytes: true})
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func TestConformColumnAfterSchemaEvolution(t *testing.T) {
 	var cols []arrow.Array
 	var fields []arrow.Field
 	for i, f := range table.Fields {
-		c, err := conformColumn(rec.Column(i), fileSchema.Fields[i], f)
+		c, err := conformColumn(rec.Column(i), fileSchema.Fields[i], f, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestConformColumnAfterSchemaEvolution(t *testing.T) {
 	bad := table.Fields[0].Clone()
 	bad.Type = arrow.PrimitiveTypes.Int64
 	bad.Children = nil
-	if _, err := conformColumn(rec.Column(0), fileSchema.Fields[0], bad); !errors.Is(err, ErrUnsupported) {
+	if _, err := conformColumn(rec.Column(0), fileSchema.Fields[0], bad, nil); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("struct read as int64: %v", err)
 	}
 }

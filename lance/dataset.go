@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -34,6 +35,11 @@ type Dataset struct {
 	schema      *schema.Schema
 	manifestKey string
 	manifestLen int64
+
+	// The stable row id index (rowIDIndex), built on first use.
+	ridOnce sync.Once
+	rid     *rowIDIndex
+	ridErr  error
 }
 
 // Open opens the latest version of the dataset at uri (file:// path, plain path, mem://).

@@ -41,5 +41,20 @@
 // alone. A merge-insert gives the new copy of an updated row a fresh id (Lance 8 keeps
 // the old one). What lancectx refuses with ErrUnsupported: compacting, and cleaning up,
 // a dataset whose fragments keep row ids or row versions in external files rather than
-// inline. Scans still report the row address in the _rowid column, not the stable id.
+// inline. Scans report the stable id in the _rowid column (as Lance does) and the row
+// address in _rowaddr; Take takes row ids, TakeRowAddrs addresses.
+//
+// # Blob columns
+//
+// A legacy blob column (2.1, lance-encoding:blob) or a blob v2 column (2.2,
+// lance.blob.v2) scans, as in LanceDB, as descriptions of where each value is;
+// ScanOptions.BlobBytes and TakeBlobs read the values (a blob v2 value at an external URI
+// is ErrUnsupported). lancectx does not write the blob layout, so writes of data with
+// blob columns fail with ErrUnsupported.
+//
+// # Data files
+//
+// A fragment's data files are read as Lance reads them: the manifest's DataFile.fields
+// and column_indices say which column of which file holds a field, whatever ids the
+// file's own schema gives its fields, and fields stored in no file read as nulls.
 package lance

@@ -39,6 +39,9 @@ func WriteDataFile(ctx context.Context, st objstore.Store, key string, sch *sche
 	if err != nil {
 		return DataFileInfo{}, err
 	}
+	if err := checkNoBlobColumns(sch); err != nil {
+		return DataFileInfo{}, err
+	}
 	format, _ := file.ParseFormatVersion(storage)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)

@@ -17,8 +17,8 @@ const (
 	flagDisableTransaction uint64 = 32
 )
 
-// readerFlagsKnown: stable row ids only change what _rowid means, which lancectx reads as
-// row addresses anyway; base paths need path resolution lancectx does not do.
+// readerFlagsKnown: stable row ids change what _rowid means, which lancectx reads from
+// the fragments' row id sequences; base paths need path resolution lancectx does not do.
 const readerFlagsKnown = flagDeletionFiles | flagStableRowIDs | flagUseV2Format | flagTableConfig | flagDisableTransaction
 
 // writerFlagsKnown: every commit on a dataset with stable row ids gives the fragments it

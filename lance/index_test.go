@@ -270,16 +270,20 @@ func rowIDsByKey(t *testing.T, ds *Dataset) map[int64]uint64 {
 		}
 		seqs[f.GetId()] = rids
 	}
-	recs, err := ds.Collect(context.Background(), ScanOptions{Columns: []string{"id"}, WithRowID: true})
+	recs, err := ds.Collect(context.Background(), ScanOptions{Columns: []string{"id"}, WithRowID: true, WithRowAddr: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int64]uint64{}
 	for _, r := range recs {
-		keys, addrs := r.Column(0).(*array.Int64), r.Column(1).(*array.Uint64)
+		keys, ids, addrs := r.Column(0).(*array.Int64), r.Column(1).(*array.Uint64), r.Column(2).(*array.Uint64)
 		for i := 0; i < keys.Len(); i++ {
 			a := addrs.Value(i)
 			out[keys.Value(i)] = seqs[a>>32][a&0xffffffff]
+			// The scan's _rowid is that stable id.
+			if ids.Value(i) != out[keys.Value(i)] {
+				t.Fatalf("row %d at address %#x: _rowid %d, its fragment's sequence says %d", keys.Value(i), a, ids.Value(i), out[keys.Value(i)])
+			}
 		}
 		r.Release()
 	}

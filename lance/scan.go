@@ -5,39 +5,49 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lancectx/lancectx/internal/arrowrows"
 	"github.com/lancectx/lancectx/lance/expr"
-	"github.com/lancectx/lancectx/lance/file"
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 	"github.com/lancectx/lancectx/lance/schema"
 	"github.com/lancectx/lancectx/objstore"
 )
 
-// RowIDColumn is the name of the row id column a scan adds on request. Without stable row
-// ids (lancectx never enables them) a row id is the row address: fragment_id<<32 | offset.
-// Datasets LanceDB wrote with stable row ids read fine, but their _rowid here is still the
-// row address, not LanceDB's stable id.
+// RowIDColumn is the name of the row id column a scan adds on request (ScanOptions.
+// WithRowID, or by name in Columns), which filters may use and Take accepts. Without
+// stable row ids (lancectx never enables them) a row id is the row address:
+// fragment_id<<32 | offset (see RowAddrColumn). On a dataset with stable row ids
+// (LanceDB's new_table_enable_stable_row_ids, tables with blob v2 columns) it is the
+// row's stable id, from its fragment's row id sequence, as Lance reports it.
 const RowIDColumn = "_rowid"
 
 // ScanOptions select what a scan returns.
 type ScanOptions struct {
-	// Columns to return, in order; nil returns every column of the table.
+	// Columns to return, in order; nil returns every column of the table. RowIDColumn
+	// and RowAddrColumn may be named.
 	Columns []string
-	// Filter is a SQL predicate (see package expr); empty keeps every row.
+	// Filter is a SQL predicate (see package expr); empty keeps every row. It may use
+	// RowIDColumn and RowAddrColumn.
 	Filter string
 	// Offset skips this many matching rows.
 	Offset int64
 	// Limit stops after this many rows; 0 means no limit.
 	Limit int64
-	// WithRowID appends the _rowid column.
+	// WithRowID appends the _rowid column (unless Columns names it).
 	WithRowID bool
+	// WithRowAddr appends the _rowaddr column, after _rowid (unless Columns names it).
+	WithRowAddr bool
+	// BlobBytes returns blob columns as their values (large_binary; legacy blobs keep
+	// their type) instead of Lance's default, descriptions of where each value is
+	// (file.BlobDescriptionField). Blob v2 values at external URIs fail the scan with
+	// ErrUnsupported.
+	BlobBytes bool
 	// BatchSize is the number of physical rows read per batch (default 8192).
 	BatchSize int
 	// Fragments restricts the scan to these fragment ids (nil: all).
@@ -161,13 +171,17 @@ func (d *Dataset) Collect(ctx context.Context, opts ScanOptions) ([]arrow.Record
 
 // scanPlan is a validated scan: which fields to read, how to filter, what to output.
 type scanPlan struct {
-	frags       []*tablepb.DataFragment
-	readFields  []*schema.Field // fields read from data files (output ∪ filter columns)
-	readSchema  *arrow.Schema
-	outIdx      []int // positions in readFields of the output columns
+	frags      []*tablepb.DataFragment
+	readFields []*schema.Field // fields read from data files (output ∪ filter columns)
+	fileSchema *arrow.Schema   // of readFields
+	// virtual are the virtual columns (_rowid, _rowaddr) the output or filter uses,
+	// computed for each batch after readFields.
+	virtual     []string
+	readSchema  *arrow.Schema // readFields, then virtual
+	outIdx      []int         // positions in readSchema of the output columns
 	outSchema   *arrow.Schema
 	filter      expr.Expr // bound to readSchema; nil when none
-	withRowID   bool
+	stable      bool      // _rowid is the stable row id
 	offset      int64
 	limit       int64
 	batchSize   int
@@ -183,16 +197,17 @@ type scanPlan struct {
 // lateColumns splits readFields into the filter's columns and the rest.
 type lateColumns struct {
 	filterFields []*schema.Field
-	filterSchema *arrow.Schema
-	filter       expr.Expr // bound to filterSchema
-	filterPos    []int     // positions in readFields
+	filterFile   *arrow.Schema // of filterFields
+	filterSchema *arrow.Schema // filterFields, then the virtual columns
+	filter       expr.Expr     // bound to filterSchema
+	filterPos    []int         // positions in readFields
 	restFields   []*schema.Field
 	restSchema   *arrow.Schema
 	restPos      []int
 }
 
 func (d *Dataset) planScan(opts ScanOptions) (*scanPlan, error) {
-	p := &scanPlan{withRowID: opts.WithRowID, offset: opts.Offset, limit: opts.Limit,
+	p := &scanPlan{offset: opts.Offset, limit: opts.Limit, stable: usesStableRowIDs(d.mf.Manifest),
 		batchSize: opts.BatchSize, parallelism: opts.Parallelism}
 	if p.offset < 0 || p.limit < 0 {
 		return nil, fmt.Errorf("lance: negative offset or limit")
@@ -203,71 +218,73 @@ func (d *Dataset) planScan(opts ScanOptions) (*scanPlan, error) {
 	if p.parallelism <= 0 {
 		p.parallelism = 4
 	}
-	cols := opts.Columns
-	if cols == nil {
+	outNames := opts.Columns
+	if outNames == nil {
 		for _, f := range d.schema.Fields {
-			cols = append(cols, f.Name)
+			outNames = append(outNames, f.Name)
 		}
 	}
-	pos := map[string]int{}
-	add := func(name string) (int, error) {
-		if i, ok := pos[name]; ok {
-			return i, nil
-		}
-		f := d.schema.Field(name)
-		if f == nil {
-			return 0, fmt.Errorf("lance: no column %q in the table", name)
-		}
-		pos[name] = len(p.readFields)
-		p.readFields = append(p.readFields, f)
-		return pos[name], nil
+	outNames = slices.Clip(outNames)
+	if opts.WithRowID && !slices.Contains(outNames, RowIDColumn) {
+		outNames = append(outNames, RowIDColumn)
 	}
-	for _, c := range cols {
-		if c == RowIDColumn {
-			p.withRowID = true
-			continue
-		}
-		i, err := add(c)
-		if err != nil {
-			return nil, err
-		}
-		p.outIdx = append(p.outIdx, i)
+	if opts.WithRowAddr && !slices.Contains(outNames, RowAddrColumn) {
+		outNames = append(outNames, RowAddrColumn)
 	}
 	var e expr.Expr
+	var filterNames []string
 	if opts.Filter != "" {
 		var err error
 		if e, err = expr.Parse(opts.Filter); err != nil {
 			return nil, err
 		}
-		for _, c := range e.Columns() {
-			if _, err := add(c); err != nil {
-				return nil, err
-			}
-		}
+		filterNames = e.Columns()
 	}
-	fields := make([]arrow.Field, len(p.readFields))
-	for i, f := range p.readFields {
-		fields[i] = f.Arrow()
+	seen := map[string]bool{}
+	for _, name := range slices.Concat(outNames, filterNames) {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if isVirtual(name) {
+			p.virtual = append(p.virtual, name)
+			continue
+		}
+		f := d.schema.Field(name)
+		if f == nil {
+			return nil, fmt.Errorf("lance: no column %q in the table", name)
+		}
+		p.readFields = append(p.readFields, scanField(f, opts.BlobBytes))
+	}
+	fields := make([]arrow.Field, 0, len(p.readFields)+len(p.virtual))
+	for _, f := range p.readFields {
+		fields = append(fields, f.Arrow())
+	}
+	p.fileSchema = arrow.NewSchema(slices.Clone(fields), nil)
+	for _, v := range p.virtual {
+		fields = append(fields, virtualField(v))
 	}
 	p.readSchema = arrow.NewSchema(fields, nil)
+	pos := make(map[string]int, len(fields))
+	for i, f := range fields {
+		pos[f.Name] = i
+	}
+	out := make([]arrow.Field, 0, len(outNames))
+	for _, name := range outNames {
+		p.outIdx = append(p.outIdx, pos[name])
+		out = append(out, fields[pos[name]])
+	}
+	p.outSchema = arrow.NewSchema(out, nil)
 	if e != nil {
 		bound, err := expr.Bind(e, p.readSchema)
 		if err != nil {
 			return nil, err
 		}
 		p.filter = bound
-		if p.late, err = planLate(e, p.readFields, fields); err != nil {
+		if p.late, err = p.planLate(e); err != nil {
 			return nil, err
 		}
 	}
-	out := make([]arrow.Field, 0, len(p.outIdx)+1)
-	for _, i := range p.outIdx {
-		out = append(out, fields[i])
-	}
-	if p.withRowID {
-		out = append(out, arrow.Field{Name: RowIDColumn, Type: arrow.PrimitiveTypes.Uint64})
-	}
-	p.outSchema = arrow.NewSchema(out, nil)
 	p.frags = d.Fragments()
 	if opts.Fragments != nil {
 		want := map[uint64]bool{}
@@ -286,23 +303,31 @@ func (d *Dataset) planScan(opts ScanOptions) (*scanPlan, error) {
 }
 
 // planLate splits the read fields for late materialization; nil when the filter
-// reads every one of them anyway.
-func planLate(e expr.Expr, readFields []*schema.Field, arrowFields []arrow.Field) (*lateColumns, error) {
+// reads every one of them anyway. The virtual columns go with the filter's (they cost
+// no read).
+func (p *scanPlan) planLate(e expr.Expr) (*lateColumns, error) {
 	inFilter := map[string]bool{}
+	virtualOnly := true
 	for _, c := range e.Columns() {
 		inFilter[c] = true
+		virtualOnly = virtualOnly && isVirtual(c)
 	}
 	l := &lateColumns{}
 	var ff, rf []arrow.Field
-	for i, f := range readFields {
+	for i, f := range p.readFields {
+		af := p.readSchema.Field(i)
 		if inFilter[f.Name] {
-			l.filterFields, l.filterPos, ff = append(l.filterFields, f), append(l.filterPos, i), append(ff, arrowFields[i])
+			l.filterFields, l.filterPos, ff = append(l.filterFields, f), append(l.filterPos, i), append(ff, af)
 		} else {
-			l.restFields, l.restPos, rf = append(l.restFields, f), append(l.restPos, i), append(rf, arrowFields[i])
+			l.restFields, l.restPos, rf = append(l.restFields, f), append(l.restPos, i), append(rf, af)
 		}
 	}
-	if len(l.restFields) == 0 || len(l.filterFields) == 0 {
+	if len(l.restFields) == 0 || len(l.filterFields) == 0 && !virtualOnly {
 		return nil, nil
+	}
+	l.filterFile = arrow.NewSchema(slices.Clone(ff), nil)
+	for _, v := range p.virtual {
+		ff = append(ff, virtualField(v))
 	}
 	l.filterSchema, l.restSchema = arrow.NewSchema(ff, nil), arrow.NewSchema(rf, nil)
 	bound, err := expr.Bind(e, l.filterSchema)
@@ -311,6 +336,52 @@ func planLate(e expr.Expr, readFields []*schema.Field, arrowFields []arrow.Field
 	}
 	l.filter = bound
 	return l, nil
+}
+
+// readRows reads the fragment's physical rows [start, end) (or offs) as readSchema.
+func (p *scanPlan) readRows(ctx context.Context, st objstore.Reader, fr *fragmentReader, start, end uint64, offs []uint64) (arrow.RecordBatch, error) {
+	return p.readWith(ctx, st, fr, p.readFields, p.fileSchema, p.readSchema, start, end, offs)
+}
+
+// readWith reads fields (as fileSchema) of the fragment's rows and appends the virtual
+// columns, giving a batch of schema s.
+func (p *scanPlan) readWith(ctx context.Context, st objstore.Reader, fr *fragmentReader, fields []*schema.Field, fileSchema, s *arrow.Schema, start, end uint64, offs []uint64) (arrow.RecordBatch, error) {
+	n := int64(end - start)
+	if offs != nil {
+		n = int64(len(offs))
+	}
+	var rec arrow.RecordBatch
+	if len(fields) > 0 {
+		var err error
+		if rec, err = fr.read(ctx, st, fields, fileSchema, start, end, offs); err != nil {
+			return nil, err
+		}
+	} else {
+		rec = array.NewRecordBatch(fileSchema, nil, n)
+	}
+	if len(p.virtual) == 0 {
+		return rec, nil
+	}
+	defer rec.Release()
+	virt, err := fr.virtualColumns(p.virtual, p.stable, start, end, offs)
+	if err != nil {
+		return nil, err
+	}
+	cols := append(slices.Clone(rec.Columns()), virt...)
+	out := array.NewRecordBatch(s, cols, n)
+	for _, c := range virt {
+		c.Release()
+	}
+	return out, nil
+}
+
+// project returns the output columns of a batch of readSchema.
+func (p *scanPlan) project(rec arrow.RecordBatch) arrow.RecordBatch {
+	cols := make([]arrow.Array, len(p.outIdx))
+	for i, k := range p.outIdx {
+		cols[i] = rec.Column(k)
+	}
+	return array.NewRecordBatch(p.outSchema, cols, rec.NumRows())
 }
 
 // run reads fragments with bounded read-ahead and sends output batches in table order.
@@ -418,143 +489,6 @@ func drain(chans []chan scanItem) {
 	}
 }
 
-// fragmentReader reads rows of one fragment across its data files.
-type fragmentReader struct {
-	frag *tablepb.DataFragment
-	// mu guards readers: a fragment's batches are read concurrently.
-	mu      sync.Mutex
-	readers map[string]*file.Reader // by data file path
-	// owner maps the field ids a data file lists to it: every field of a 2.0 file, only
-	// the leaves (no struct or list parents) of a 2.1+ file.
-	owner map[int32]*tablepb.DataFile
-}
-
-// fileOf returns the data file storing top-level field f: the file listing f itself
-// (2.0) or, for a 2.1+ struct or list, the file listing its leaves.
-func (fr *fragmentReader) fileOf(f *schema.Field) (*tablepb.DataFile, bool) {
-	if df, ok := fr.owner[f.ID]; ok {
-		return df, true
-	}
-	var found *tablepb.DataFile
-	f.Walk(func(c *schema.Field) bool {
-		if df, ok := fr.owner[c.ID]; ok && found == nil {
-			found = df
-		}
-		return found == nil
-	})
-	return found, found != nil
-}
-
-func openFragment(frag *tablepb.DataFragment) (*fragmentReader, error) {
-	fr := &fragmentReader{frag: frag, readers: map[string]*file.Reader{}, owner: map[int32]*tablepb.DataFile{}}
-	for _, df := range frag.GetFiles() {
-		if df.BaseId != nil {
-			return nil, fmt.Errorf("%w: data file with base_id (shallow clone)", ErrUnsupported)
-		}
-		for _, id := range df.GetFields() {
-			if id >= 0 {
-				fr.owner[id] = df
-			}
-		}
-	}
-	return fr, nil
-}
-
-func (fr *fragmentReader) reader(ctx context.Context, st objstore.Reader, df *tablepb.DataFile) (*file.Reader, error) {
-	// Opening under the lock: concurrent batches of a fragment open each file once.
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	if r, ok := fr.readers[df.GetPath()]; ok {
-		return r, nil
-	}
-	key := dataDir + df.GetPath()
-	size := int64(df.GetFileSizeBytes())
-	if size == 0 {
-		info, err := st.Stat(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("stat data file: %w", err)
-		}
-		size = info.Size
-	}
-	r, err := file.Open(ctx, &storeSource{st: st, key: key}, size)
-	if err != nil {
-		return nil, fmt.Errorf("open data file %s of fragment %d: %w", df.GetPath(), fr.frag.GetId(), err)
-	}
-	fr.readers[df.GetPath()] = r
-	return r, nil
-}
-
-// read returns rows [start, end) of fields, in order, as one batch with schema s.
-// Fields stored in no file of the fragment read as nulls (columns added later).
-func (fr *fragmentReader) read(ctx context.Context, st objstore.Reader, fields []*schema.Field, s *arrow.Schema, start, end uint64, take []uint64) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, len(fields))
-	release := func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}
-	n := int64(end - start)
-	if take != nil {
-		n = int64(len(take))
-	}
-	byFile := map[*tablepb.DataFile][]int{}
-	for i, f := range fields {
-		if df, ok := fr.fileOf(f); ok {
-			byFile[df] = append(byFile[df], i)
-		} else {
-			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.ArrowType(), int(n))
-		}
-	}
-	for df, idx := range byFile {
-		r, err := fr.reader(ctx, st, df)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		ids := make([]int32, len(idx))
-		for j, i := range idx {
-			ids[j] = fields[i].ID
-		}
-		var rec arrow.RecordBatch
-		if take != nil {
-			rec, err = r.Take(ctx, ids, take)
-		} else {
-			rec, err = r.Read(ctx, ids, start, end)
-		}
-		if err != nil {
-			release()
-			return nil, fmt.Errorf("read fragment %d: %w", fr.frag.GetId(), err)
-		}
-		for j, i := range idx {
-			fileField := r.Schema().FieldByID(ids[j])
-			if fileField == nil {
-				rec.Release()
-				release()
-				return nil, corruptf(dataDir, "fragment %d: data file %s has no field %d", fr.frag.GetId(), df.GetPath(), ids[j])
-			}
-			c, err := conformColumn(rec.Column(j), fileField, fields[i])
-			if err != nil {
-				rec.Release()
-				release()
-				return nil, fmt.Errorf("read fragment %d: %w", fr.frag.GetId(), err)
-			}
-			cols[i] = c
-		}
-		rec.Release()
-	}
-	for i, c := range cols {
-		if int64(c.Len()) != n {
-			release()
-			return nil, corruptf(dataDir, "fragment %d column %q has %d rows, want %d", fr.frag.GetId(), fields[i].Name, c.Len(), n)
-		}
-	}
-	rec := array.NewRecordBatch(s, cols, n)
-	release()
-	return rec, nil
-}
-
 // readFragment streams the output batches of one fragment into ch.
 func (p *scanPlan) readFragment(ctx context.Context, st objstore.Store, frag *tablepb.DataFragment, ch chan<- scanItem) {
 	send := func(it scanItem) bool {
@@ -640,22 +574,15 @@ func (p *scanPlan) readBatch(ctx context.Context, st objstore.Reader, fr *fragme
 	}
 	var rec arrow.RecordBatch
 	filtered := false
-	switch {
-	case p.late != nil:
-		var err error
+	var err error
+	if p.late != nil {
 		rec, keep, err = p.readLate(ctx, st, fr, start, end, keep)
 		if err != nil || rec == nil {
 			return nil, err
 		}
 		filtered = true
-	case len(p.readFields) > 0:
-		var err error
-		rec, err = fr.read(ctx, st, p.readFields, p.readSchema, start, end, nil)
-		if err != nil {
-			return nil, err
-		}
-	default:
-		rec = array.NewRecordBatch(p.readSchema, nil, int64(n))
+	} else if rec, err = p.readRows(ctx, st, fr, start, end, nil); err != nil {
+		return nil, err
 	}
 	defer rec.Release()
 	if p.filter != nil && !filtered {
@@ -674,26 +601,7 @@ func (p *scanPlan) readBatch(ctx context.Context, st objstore.Reader, fr *fragme
 			}
 		}
 	}
-	cols := make([]arrow.Array, 0, len(p.outIdx)+1)
-	for _, i := range p.outIdx {
-		c := rec.Column(i)
-		c.Retain()
-		cols = append(cols, c)
-	}
-	if p.withRowID {
-		b := array.NewUint64Builder(memory.DefaultAllocator)
-		b.Resize(n)
-		base := fr.frag.GetId() << 32
-		for i := 0; i < n; i++ {
-			b.UnsafeAppend(base | (start + uint64(i)))
-		}
-		cols = append(cols, b.NewArray())
-		b.Release()
-	}
-	outRec := array.NewRecordBatch(p.outSchema, cols, int64(n))
-	for _, c := range cols {
-		c.Release()
-	}
+	outRec := p.project(rec)
 	if keep == nil {
 		return outRec, nil
 	}
@@ -707,7 +615,7 @@ func (p *scanPlan) readBatch(ctx context.Context, st objstore.Reader, fr *fragme
 func (p *scanPlan) readLate(ctx context.Context, st objstore.Reader, fr *fragmentReader, start, end uint64, keep []bool) (arrow.RecordBatch, []bool, error) {
 	l := p.late
 	n := int(end - start)
-	frec, err := fr.read(ctx, st, l.filterFields, l.filterSchema, start, end, nil)
+	frec, err := p.readWith(ctx, st, fr, l.filterFields, l.filterFile, l.filterSchema, start, end, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -735,12 +643,15 @@ func (p *scanPlan) readLate(ctx context.Context, st objstore.Reader, fr *fragmen
 		return nil, nil, err
 	}
 	defer rrec.Release()
-	cols := make([]arrow.Array, len(p.readFields))
+	cols := make([]arrow.Array, p.readSchema.NumFields())
 	for j, i := range l.filterPos {
 		cols[i] = frec.Column(j)
 	}
 	for j, i := range l.restPos {
 		cols[i] = rrec.Column(j)
+	}
+	for k := range p.virtual {
+		cols[len(p.readFields)+k] = frec.Column(len(l.filterFields) + k)
 	}
 	return array.NewRecordBatch(p.readSchema, cols, int64(n)), keep, nil
 }

@@ -316,6 +316,9 @@ func newDataFileName() string {
 // writeFragments streams rdr into data files of at most MaxRowsPerFile rows, one
 // fragment per file. Memory is bounded by the file writer's page buffers, not the input.
 func writeFragments(ctx context.Context, st objstore.Store, sch *schema.Schema, rdr array.RecordReader, opts WriteOptions) ([]*tablepb.DataFragment, error) {
+	if err := checkNoBlobColumns(sch); err != nil {
+		return nil, err
+	}
 	var frags []*tablepb.DataFragment
 	var cur *fileSink
 	fail := func(err error) ([]*tablepb.DataFragment, error) {

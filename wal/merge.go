@@ -411,7 +411,9 @@ func locateKeys(ctx context.Context, base *lance.Dataset, keyColumn string, keyO
 	if len(base.Fragments()) == 0 {
 		return out, nil
 	}
-	sc, err := base.Scan(ctx, lance.ScanOptions{Columns: []string{keyColumn}, WithRowID: true, BatchSize: 65536})
+	// Row addresses, not row ids: the deletions are positions in fragments, also on a
+	// base with stable row ids.
+	sc, err := base.Scan(ctx, lance.ScanOptions{Columns: []string{keyColumn}, WithRowAddr: true, BatchSize: 65536})
 	if err != nil {
 		return nil, err
 	}

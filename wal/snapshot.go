@@ -880,7 +880,7 @@ func (r *scanReader) outNames() []string {
 
 // stepBase streams the base table. Without an offset it reads the output columns
 // directly; with one, it first pages over the key column alone (cheap to skip) and
-// takes the wanted rows by row id, so a deep page does not read the skipped rows'
+// takes the wanted rows by row address, so a deep page does not read the skipped rows'
 // payloads.
 func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 	twoPhase := r.opts.Offset > 0
@@ -891,7 +891,7 @@ func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 		} else if len(r.out.FieldIndices(r.sn.keyColumn)) == 0 {
 			cols = append(cols, r.sn.keyColumn)
 		}
-		sc, err := r.sn.base.Scan(r.ctx, lance.ScanOptions{Columns: cols, Filter: r.opts.Filter, WithRowID: twoPhase, BatchSize: scanBatchRows})
+		sc, err := r.sn.base.Scan(r.ctx, lance.ScanOptions{Columns: cols, Filter: r.opts.Filter, WithRowAddr: twoPhase, BatchSize: scanBatchRows})
 		if err != nil {
 			return nil, err
 		}
@@ -930,8 +930,8 @@ func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 		defer sel.Release()
 		return arrowrows.Project(sel, r.out), nil
 	}
-	// Two-phase: skip by counting keys only; take the rest by row id.
-	ids := rec.Column(rec.Schema().FieldIndices(lance.RowIDColumn)[0]).(*array.Uint64)
+	// Two-phase: skip by counting keys only; take the rest by row address.
+	ids := rec.Column(rec.Schema().FieldIndices(lance.RowAddrColumn)[0]).(*array.Uint64)
 	var want []uint64
 	for i, k := range keep {
 		if !k {
@@ -949,7 +949,7 @@ func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 	if len(want) == 0 {
 		return nil, nil
 	}
-	got, err := r.sn.base.Take(r.ctx, want, r.outNames())
+	got, err := r.sn.base.TakeRowAddrs(r.ctx, want, r.outNames())
 	if err != nil {
 		return nil, fmt.Errorf("wal: read base rows: %w", err)
 	}

@@ -169,20 +169,26 @@ func newScanCmd(store *storeFlags) *cobra.Command {
 		columns, filter, tag string
 		limit, offset        int64
 		version              uint64
-		rowID                bool
+		rowID, rowAddr       bool
+		blobBytes            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "scan URI",
 		Short: "Print rows as JSON lines",
 		Long: `Print rows as JSON lines in table order. 64-bit integers and timestamps are printed as
-decimal strings and binary values as base64, so no value loses precision.`,
+decimal strings and binary values as base64, so no value loses precision.
+
+Blob columns print as LanceDB's queries return them: a description of where each value
+is ({position, size}; for blob v2 {kind, position, size, blob_id, blob_uri}), not the
+bytes; --blob-bytes prints the values instead. _rowid is the stable row id on tables with
+stable row ids, the row address otherwise; _rowaddr is always the address.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := openAt(cmd, store, args[0], version, tag)
 			if err != nil {
 				return err
 			}
-			opts := lance.ScanOptions{Filter: filter, Limit: limit, Offset: offset, WithRowID: rowID}
+			opts := lance.ScanOptions{Filter: filter, Limit: limit, Offset: offset, WithRowID: rowID, WithRowAddr: rowAddr, BlobBytes: blobBytes}
 			if columns != "" {
 				opts.Columns = strings.Split(columns, ",")
 			}
@@ -203,13 +209,15 @@ decimal strings and binary values as base64, so no value loses precision.`,
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&columns, "columns", "", "comma-separated columns to print (default: all; _rowid adds row ids)")
+	cmd.Flags().StringVar(&columns, "columns", "", "comma-separated columns to print (default: all; _rowid and _rowaddr add row ids and addresses)")
 	cmd.Flags().StringVar(&filter, "filter", "", "SQL predicate, e.g. \"reward > 0.5 AND role = 'assistant'\"")
 	cmd.Flags().Int64Var(&limit, "limit", 0, "stop after N rows (0: no limit)")
 	cmd.Flags().Int64Var(&offset, "offset", 0, "skip the first N matching rows")
 	cmd.Flags().Uint64Var(&version, "version", 0, "read this version instead of the latest")
 	cmd.Flags().StringVar(&tag, "tag", "", "read the version this tag points at")
 	cmd.Flags().BoolVar(&rowID, "row-id", false, "add the _rowid column")
+	cmd.Flags().BoolVar(&rowAddr, "row-addr", false, "add the _rowaddr column (fragment_id<<32 | offset)")
+	cmd.Flags().BoolVar(&blobBytes, "blob-bytes", false, "print blob columns' values (base64) instead of their descriptions")
 	return cmd
 }
 

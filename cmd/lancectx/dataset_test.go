@@ -133,3 +133,43 @@ func TestImportInfersSchemaAndRejectsBadRowsWithoutWriting(t *testing.T) {
 		t.Fatalf("a rejected import changed the dataset: rows %d (%v)", info.Rows, err)
 	}
 }
+
+// TestScanPrintsBlobsAndRowIDsLikeLanceDB: on a LanceDB table with a blob column and
+// stable row ids, `dataset scan` prints what LanceDB's query returns (blob
+// descriptions, stable _rowid); --blob-bytes prints the values written, --row-addr the
+// row addresses.
+func TestScanPrintsBlobsAndRowIDsLikeLanceDB(t *testing.T) {
+	o := oracle.New(t)
+	uri := filepath.Join(t.TempDir(), "blobs.lance")
+	schema := `{"fields":[{"name":"id","type":"int64","nullable":false},
+		{"name":"blob","type":"large_binary","metadata":{"lance-encoding:blob":"true"}}]}`
+	rows := []string{
+		`{"id":0,"blob":"aGVsbG8="}`, `{"id":1,"blob":""}`, `{"id":2,"blob":"d29ybGQgb2YgYmxvYnM="}`,
+		`{"id":3,"blob":null}`, `{"id":4,"blob":"eA=="}`,
+	}
+	if _, err := o.Create(uri, []byte(schema), rows[:3], oracle.CreateOptions{StableRowIDs: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Add(uri, rows[3:]); err != nil {
+		t.Fatal(err)
+	}
+	res, err := o.Query(uri, oracle.QuerySpec{WithRowID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(run(t, "dataset", "scan", uri, "--row-id")); got != strings.Join(res.Rows, "\n") {
+		t.Fatalf("lancectx scans\n%s\nLanceDB queries\n%s", got, strings.Join(res.Rows, "\n"))
+	}
+	// Rows 3 and 4 are the second fragment's (id 1): their addresses are 1<<32 | offset,
+	// while their stable ids, above, are 3 and 4.
+	want := strings.Join([]string{
+		`{"id":"0","blob":"aGVsbG8=","_rowaddr":"0"}`,
+		`{"id":"1","blob":"","_rowaddr":"1"}`,
+		`{"id":"2","blob":"d29ybGQgb2YgYmxvYnM=","_rowaddr":"2"}`,
+		`{"id":"3","blob":null,"_rowaddr":"4294967296"}`,
+		`{"id":"4","blob":"eA==","_rowaddr":"4294967297"}`,
+	}, "\n")
+	if got := strings.TrimSpace(run(t, "dataset", "scan", uri, "--blob-bytes", "--row-addr")); got != want {
+		t.Fatalf("--blob-bytes --row-addr prints\n%s\nwant\n%s", got, want)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,8 +171,8 @@ func jsonl(rows []string) io.Reader {
 
 // CreateOptions configures Create.
 type CreateOptions struct {
-	// StorageVersion is the Lance data storage version, "2.0" or "2.1"; empty means LanceDB's
-	// default (2.1 for LanceDB 0.31).
+	// StorageVersion is the Lance data storage version, "2.0", "2.1" or "2.2"; empty means
+	// LanceDB's default (2.1 for LanceDB 0.31).
 	StorageVersion string
 	// Overwrite replaces an existing table instead of failing.
 	Overwrite bool
@@ -275,6 +276,50 @@ func (o *Oracle) Update(path, where string, set map[string]string) (UpdateResult
 	var out UpdateResult
 	err := o.runJSON(&out, nil, args...)
 	return out, err
+}
+
+// AddColumns adds columns computed by SQL expressions (columns: name -> expression) as LanceDB's
+// addColumns does: one new data file per fragment. It returns the new version.
+func (o *Oracle) AddColumns(path string, columns map[string]string) (uint64, error) {
+	args := []string{"add-columns", path}
+	for _, c := range slices.Sorted(maps.Keys(columns)) {
+		args = append(args, "--set", c+"="+columns[c])
+	}
+	var out struct{ Version uint64 }
+	err := o.runJSON(&out, nil, args...)
+	return out.Version, err
+}
+
+// DropColumns drops columns (dot paths for struct members) and returns the new version.
+func (o *Oracle) DropColumns(path string, columns ...string) (uint64, error) {
+	var out struct{ Version uint64 }
+	err := o.runJSON(&out, nil, "drop-columns", path, "--columns", strings.Join(columns, ","))
+	return out.Version, err
+}
+
+// AlterOptions are the column alterations of AlterColumns, by column path.
+type AlterOptions struct {
+	Rename   map[string]string // path -> new name
+	Cast     map[string]string // path -> new type (LanceDB's names: "float", "int64", "large_string", ...)
+	Nullable []string          // paths made nullable
+}
+
+// AlterColumns renames columns, changes their types or makes them nullable, and returns the new
+// version.
+func (o *Oracle) AlterColumns(path string, opts AlterOptions) (uint64, error) {
+	args := []string{"alter-columns", path}
+	for _, c := range slices.Sorted(maps.Keys(opts.Rename)) {
+		args = append(args, "--rename", c+"="+opts.Rename[c])
+	}
+	for _, c := range slices.Sorted(maps.Keys(opts.Cast)) {
+		args = append(args, "--cast", c+"="+opts.Cast[c])
+	}
+	for _, c := range opts.Nullable {
+		args = append(args, "--nullable", c)
+	}
+	var out struct{ Version uint64 }
+	err := o.runJSON(&out, nil, args...)
+	return out.Version, err
 }
 
 // MergeResult is LanceDB's answer to a merge-insert.

@@ -15,8 +15,9 @@ import (
 // description per value, a packed struct {position u64, size u64}. The levels are
 // smuggled into the descriptions: size 0 with a non-zero position is a null whose
 // position is def << 16 | rep, (0, 0) an empty value. LanceDB's queries return the
-// descriptions; the reader returns the values, as the field's type says, fetching every
-// run of adjacent blobs with one read.
+// descriptions, and so does the reader with ReadOptions.BlobDescriptions; otherwise it
+// returns the values, as the field's type says, fetching every run of adjacent blobs
+// with one read.
 
 // blobPage is a parsed blob page.
 type blobPage struct {
@@ -75,6 +76,11 @@ func (l *leaf21) readBlob(ctx context.Context, bp *blobPage, idx int, bufs [][]b
 	}
 	if _, err := l.levels.applyLevels(bp.rd, nil, def, n); err != nil {
 		return err
+	}
+	if ps, ok := l.sink.(*packedSink); ok {
+		// Read as descriptions (ReadOptions.BlobDescriptions): the leaf is the
+		// description struct.
+		return l.readBlobDescriptions(ps, pos.values, size.values, def, n)
 	}
 	for i := 0; i < n; {
 		p, s := binary.LittleEndian.Uint64(pos.values[8*i:]), binary.LittleEndian.Uint64(size.values[8*i:])

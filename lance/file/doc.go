@@ -66,8 +66,16 @@
 //     constant pages (inline value or scalar value buffer);
 //   - blob (2.1 fields with lance-encoding:blob): descriptions {position, size} in an
 //     inner layout, the values anywhere in the file. LanceDB's queries return the
-//     descriptions; Read and Take return the values (large_binary, as the schema says),
-//     fetching every run of adjacent blobs with one read.
+//     descriptions, and so do ReadWith and TakeWith with ReadOptions.BlobDescriptions;
+//     Read and Take return the values (large_binary, as the schema says), fetching
+//     every run of adjacent blobs with one read.
+//
+// Blob v2 columns (2.2, the extension type lance.blob.v2) store only a descriptor per
+// value, {kind, position, size, blob_id, blob_uri}, as a packed struct whose members the
+// file schema lists without ids; the reader adopts them as the blob field's members and
+// returns the descriptors (with the blob's nulls). Resolving them to bytes (the data
+// file, sidecar files, external URIs) is the dataset layer's job. ColumnField maps a
+// column index (the manifest's DataFile.column_indices) to the field it holds.
 //
 // The values are decompressed by package compress (bitpacking, FSST, dictionary, RLE,
 // byte-stream-split, zstd/lz4, packed structs...); plain values are read in place. The

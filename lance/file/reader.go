@@ -86,6 +86,10 @@ type Reader struct {
 	colOf        map[int32]int           // field id -> column index (2.1: leaf fields only)
 	binaryAsList map[int32]bool          // utf8/binary fields stored as list<u8> (2 columns)
 	top          map[int32]*schema.Field // top-level fields by id
+	// blobV2 holds the shape blob v2 fields decode through (see wrapBlobV2), by id.
+	blobV2 map[int32]*schema.Field
+	// colField is the field owning each column (the inverse of colOf).
+	colField []*schema.Field
 	// maxDecode bounds the Arrow bytes one Read/Take may produce (tests lower it).
 	maxDecode int64
 	// maxPending bounds the page bytes a utf8/binary decode borrows before copying
@@ -212,10 +216,11 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 	if err := proto.Unmarshal(fdBytes, &fd); err != nil {
 		return nil, corruptf(int64(gb0.pos), "file descriptor: %v", err)
 	}
-	if err := checkBlobV2(fd.GetSchema().GetFields()); err != nil {
+	fileFields, blobs, err := adoptBlobV2Members(fd.GetSchema().GetFields())
+	if err != nil {
 		return nil, err
 	}
-	sch, err := schema.FromProto(fd.GetSchema().GetFields(), fd.GetSchema().GetMetadata())
+	sch, err := schema.FromProto(fileFields, fd.GetSchema().GetMetadata())
 	if errors.Is(err, schema.ErrUnsupportedType) {
 		return nil, fmt.Errorf("%w: file schema: %w", ErrUnsupportedEncoding, err)
 	}
@@ -254,29 +259,22 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 	if err := mapCols(); err != nil {
 		return nil, err
 	}
+	if err := r.wrapBlobV2(blobs); err != nil {
+		return nil, err
+	}
+	r.colField = make([]*schema.Field, len(r.cols))
+	r.schema.Walk(func(f *schema.Field) bool {
+		if c, ok := r.colOf[f.ID]; ok && r.colField[c] == nil {
+			r.colField[c] = f
+		}
+		return true
+	})
 	cacheBytes := opts.PageCacheBytes
 	if cacheBytes == 0 {
 		cacheBytes = DefaultPageCacheBytes
 	}
 	r.cache = newPageCache(len(r.cols), cacheBytes)
 	return r, nil
-}
-
-// checkBlobV2 recognizes the file schema of a 2.2 blob v2 column (extension type
-// lance.blob.v2, stored as a packed descriptor struct whose members have no field ids)
-// to refuse it by name rather than as a corrupt schema.
-func checkBlobV2(fields []*filepb.Field) error {
-	var blob string
-	for _, f := range fields {
-		if f.GetId() < 0 && blob != "" {
-			return fmt.Errorf("%w: blob v2 column %q", ErrUnsupportedEncoding, blob)
-		}
-		md := f.GetMetadata()
-		if _, ok := md["lance-encoding:blob"]; ok || string(md["ARROW:extension:name"]) == "lance.blob.v2" || f.GetExtensionName() == "lance.blob.v2" {
-			blob = f.GetName()
-		}
-	}
-	return nil
 }
 
 func readExact(ctx context.Context, src Source, off, n int64) ([]byte, error) {
@@ -457,6 +455,25 @@ func isBinaryLike(t arrow.DataType) bool {
 // Schema is the file's schema (field ids as stored).
 func (r *Reader) Schema() *schema.Schema { return r.schema }
 
+// ColumnField returns the field of Schema whose values column col holds (in 2.0 files
+// every field has one, in 2.1+ files the leaves and packed structs), nil when col is
+// out of range or holds no field's values on its own (the items column of a 2.0
+// binary stored as a list).
+func (r *Reader) ColumnField(col int) *schema.Field {
+	if col < 0 || col >= len(r.colField) {
+		return nil
+	}
+	return r.colField[col]
+}
+
+// IsBlobV2 reports whether top-level field id is a blob v2 column: it reads as its
+// descriptors (file.BlobDescriptionField of the table's field, with the nulls the file
+// stores).
+func (r *Reader) IsBlobV2(id int32) bool {
+	_, ok := r.blobV2[id]
+	return ok
+}
+
 // NumRows is the number of rows in the file.
 func (r *Reader) NumRows() uint64 { return r.rows }
 
@@ -494,19 +511,38 @@ func (r *Reader) projection(fieldIDs []int32) ([]*schema.Field, *arrow.Schema, e
 	return fields, arrow.NewSchema(afs, nil), nil
 }
 
+// ReadOptions change what Read and Take return. The zero value reads every field as
+// its type says.
+type ReadOptions struct {
+	// BlobDescriptions reads legacy blob fields (IsBlobV1) as their descriptions
+	// (BlobDescriptionField: where each value is in the file) instead of their values,
+	// as Lance's scans do by default. Blob v2 fields always read as descriptors.
+	BlobDescriptions bool
+}
+
 // Read decodes rows [start, end) of the given top-level fields (by id; output columns
 // in the given order). Only the pages overlapping the range are fetched. Columns are
 // decoded concurrently.
 func (r *Reader) Read(ctx context.Context, fieldIDs []int32, start, end uint64) (arrow.RecordBatch, error) {
+	return r.ReadWith(ctx, fieldIDs, start, end, ReadOptions{})
+}
+
+// ReadWith is Read with options.
+func (r *Reader) ReadWith(ctx context.Context, fieldIDs []int32, start, end uint64, opts ReadOptions) (arrow.RecordBatch, error) {
 	if start > end || end > r.rows {
 		return nil, fmt.Errorf("lance file: rows [%d,%d) outside [0,%d)", start, end, r.rows)
 	}
-	return r.decode(ctx, fieldIDs, []rowRange{{start, end}}, end-start)
+	return r.decode(ctx, fieldIDs, []rowRange{{start, end}}, end-start, opts)
 }
 
 // Take decodes the given rows (ascending; repeats allowed) of the given top-level
 // fields. Every page is fetched at most once per call.
 func (r *Reader) Take(ctx context.Context, fieldIDs []int32, rows []uint64) (arrow.RecordBatch, error) {
+	return r.TakeWith(ctx, fieldIDs, rows, ReadOptions{})
+}
+
+// TakeWith is Take with options.
+func (r *Reader) TakeWith(ctx context.Context, fieldIDs []int32, rows []uint64, opts ReadOptions) (arrow.RecordBatch, error) {
 	var ranges []rowRange
 	for i, row := range rows {
 		if row >= r.rows {
@@ -521,15 +557,23 @@ func (r *Reader) Take(ctx context.Context, fieldIDs []int32, rows []uint64) (arr
 			ranges = append(ranges, rowRange{row, row + 1})
 		}
 	}
-	return r.decode(ctx, fieldIDs, ranges, uint64(len(rows)))
+	return r.decode(ctx, fieldIDs, ranges, uint64(len(rows)), opts)
 }
 
 type rowRange struct{ start, end uint64 }
 
-func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange, n uint64) (arrow.RecordBatch, error) {
+func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange, n uint64, opts ReadOptions) (arrow.RecordBatch, error) {
 	fields, sch, err := r.projection(fieldIDs)
 	if err != nil {
 		return nil, err
+	}
+	if opts.BlobDescriptions && r.v21 {
+		if err := r.checkBlobLayouts(fields); err != nil {
+			return nil, err
+		}
+		var afs []arrow.Field
+		fields, afs = blobDescriptions(fields)
+		sch = arrow.NewSchema(afs, nil)
 	}
 	cols := make([]arrow.Array, len(fields))
 	defer func() {
@@ -548,7 +592,11 @@ func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange
 			if r.v21 {
 				newDec = r.newDecoder21
 			}
-			d, err := newDec(f, bud)
+			df := f
+			if w := r.blobV2[f.ID]; w != nil {
+				df = w
+			}
+			d, err := newDec(df, bud)
 			if err != nil {
 				return err
 			}
@@ -559,6 +607,9 @@ func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange
 				}
 			}
 			data, err := d.finish()
+			if err == nil && df != f {
+				data, err = unwrapBlobV2(data)
+			}
 			if err != nil {
 				return fmt.Errorf("lance file: field %q: %w", f.Name, err)
 			}

@@ -5,7 +5,7 @@
 //   node tests/interop/oracle.mjs <command> <path/to/table.lance> [flags]
 //
 // Commands (stdout is JSON; rows are JSON lines in the canonical encoding of internal/arrowjson):
-//   create       --schema FILE --data FILE|- [--storage-version 2.0|2.1] [--mode create|overwrite]
+//   create       --schema FILE --data FILE|- [--storage-version 2.0|2.1|2.2] [--mode create|overwrite]
 //   add          --data FILE|- [--ready-file R --wait-file W]   (with R/W: open the table, create R,
 //                wait until W exists, then add from the now stale handle: exercises conflict rebase)
 //   delete       --where EXPR
@@ -25,6 +25,10 @@
 //                (rows in result order, with _distance / _score; --explain prints the plan text instead)
 //   queries      --spec FILE|-   (a JSON array of query specs, see runQuery, run in one process; prints a
 //                JSON array of {rows: [row JSON text...]}, {plan: text} or {indices: [...]})
+//   add-columns  --set COL=SQLEXPR [--set ...]   (schema evolution: new columns computed from SQL,
+//                written as a new data file per fragment)
+//   drop-columns --columns a,b
+//   alter-columns [--rename PATH=NEWNAME ...] [--cast PATH=TYPE ...] [--nullable PATH ...]
 //   create also takes --stable-row-ids (the table uses stable row ids, feature flag 2).
 // Every command accepts --time: prints "elapsed_ms=N" (N in milliseconds, fractional) on stderr for
 // the LanceDB call alone, excluding node start-up and JSON conversion.
@@ -65,7 +69,12 @@ const commands = {
   query: { where: true, columns: true, limit: true, "with-row-id": false, explain: false },
   search: { vector: true, fts: true, column: true, k: true, nprobes: true, "refine-factor": true, "bypass-index": false, where: true, columns: true, "with-row-id": false, explain: false },
   queries: { spec: true },
+  "add-columns": { set: true },
+  "drop-columns": { columns: true },
+  "alter-columns": { rename: true, cast: true, nullable: true },
 };
+// Flags that may be given several times (collected in an array).
+const repeated = new Set(["set", "rename", "cast", "nullable"]);
 const positionalCount = { "tag-create": 2 };
 
 function parseArgs(argv) {
@@ -73,7 +82,7 @@ function parseArgs(argv) {
   if (!command || !(command in commands)) throw new UsageError(`unknown command ${JSON.stringify(command ?? "")}; want one of ${Object.keys(commands).join(", ")}`);
   if (!tablePath) throw new UsageError(`${command}: missing table path`);
   const allowed = { ...commands[command], time: false };
-  const flags = { set: [] };
+  const flags = Object.fromEntries([...repeated].map((f) => [f, []]));
   const positional = [];
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
@@ -89,7 +98,7 @@ function parseArgs(argv) {
     }
     if (i + 1 >= rest.length) throw new UsageError(`${command}: flag ${a} needs a value`);
     const v = rest[++i];
-    if (name === "set") flags.set.push(v);
+    if (repeated.has(name)) flags[name].push(v);
     else if (name in flags) throw new UsageError(`${command}: flag ${a} given twice`);
     else flags[name] = v;
   }
@@ -97,6 +106,15 @@ function parseArgs(argv) {
     throw new UsageError(`${command}: expected ${positionalCount[command] ?? 0} arguments after the table path, got ${positional.length}`);
   }
   return { command, tablePath, flags, positional };
+}
+
+// pairs splits each NAME=VALUE of a repeated flag.
+function* pairs(values, flag, form) {
+  for (const s of values) {
+    const eq = s.indexOf("=");
+    if (eq <= 0) throw new UsageError(`${flag} wants ${form}, got ${JSON.stringify(s)}`);
+    yield [s.slice(0, eq), s.slice(eq + 1)];
+  }
 }
 
 function intFlag(flags, name, min) {
@@ -167,7 +185,7 @@ async function run({ command, tablePath, flags, positional }) {
       const mode = flags.mode ?? "create";
       if (mode !== "create" && mode !== "overwrite") throw new UsageError(`--mode must be create or overwrite, got ${JSON.stringify(mode)}`);
       const sv = flags["storage-version"];
-      if (sv !== undefined && sv !== "2.0" && sv !== "2.1") throw new UsageError(`--storage-version must be 2.0 or 2.1, got ${JSON.stringify(sv)}`);
+      if (sv !== undefined && sv !== "2.0" && sv !== "2.1" && sv !== "2.2") throw new UsageError(`--storage-version must be 2.0, 2.1 or 2.2, got ${JSON.stringify(sv)}`);
       const schema = parseSchemaSpec(readFileSync(flags.schema, "utf8"));
       const data = flags.data === undefined ? tableFromRows(schema, []) : await tableFromData(flags, schema);
       const storageOptions = sv ? { new_table_data_storage_version: sv } : {};
@@ -196,14 +214,33 @@ async function run({ command, tablePath, flags, positional }) {
       const tbl = await db.openTable(name);
       return out(await timed(() => tbl.delete(flags.where)));
     }
+    case "add-columns": {
+      if (flags.set.length === 0) throw new UsageError("--set COL=SQLEXPR is required");
+      const tbl = await db.openTable(name);
+      const cols = [...pairs(flags.set, "--set", "COL=SQLEXPR")].map(([name, valueSql]) => ({ name, valueSql }));
+      await timed(() => tbl.addColumns(cols));
+      return out({ version: await tbl.version() });
+    }
+    case "drop-columns": {
+      if (flags.columns === undefined) throw new UsageError("--columns is required");
+      const tbl = await db.openTable(name);
+      await timed(() => tbl.dropColumns(flags.columns.split(",")));
+      return out({ version: await tbl.version() });
+    }
+    case "alter-columns": {
+      const alter = new Map();
+      const at = (p) => alter.get(p) ?? alter.set(p, { path: p }).get(p);
+      for (const [p, v] of pairs(flags.rename, "--rename", "PATH=NEWNAME")) at(p).rename = v;
+      for (const [p, v] of pairs(flags.cast, "--cast", "PATH=TYPE")) at(p).dataType = v;
+      for (const p of flags.nullable) at(p).nullable = true;
+      if (alter.size === 0) throw new UsageError("alter-columns needs --rename, --cast or --nullable");
+      const tbl = await db.openTable(name);
+      await timed(() => tbl.alterColumns([...alter.values()]));
+      return out({ version: await tbl.version() });
+    }
     case "update": {
       if (flags.set.length === 0) throw new UsageError("--set COL=SQLEXPR is required");
-      const valuesSql = new Map();
-      for (const s of flags.set) {
-        const eq = s.indexOf("=");
-        if (eq <= 0) throw new UsageError(`--set wants COL=SQLEXPR, got ${JSON.stringify(s)}`);
-        valuesSql.set(s.slice(0, eq), s.slice(eq + 1));
-      }
+      const valuesSql = new Map(pairs(flags.set, "--set", "COL=SQLEXPR"));
       const tbl = await db.openTable(name);
       return out(await timed(() => tbl.update({ valuesSql, where: flags.where })));
     }
