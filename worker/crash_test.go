@@ -414,8 +414,8 @@ func crashKill9(t *testing.T, ck crashKind) {
 	if len(entries) != 0 {
 		ms, _ := filepath.Glob(filepath.Join(dir, "crash."+ck.kind+".lance", "_wal", "*", "manifest", "*"))
 		sort.Strings(ms)
-		m, _ := os.ReadFile(ms[0])
-		t.Fatalf("%d WAL entries left after a graceful stop: %v\nmanifest %s", len(entries), entries, m)
+		m, _ := os.ReadFile(ms[0]) // the newest version sorts first
+		t.Fatalf("%d WAL entries left after a graceful stop: %v\nnewest manifest %s\nworker log tail:\n%s", len(entries), entries, m, p.logs)
 	}
 	if ck.mergePath == "" {
 		// No merge route: the same worker (its id owns the shard) merges in process.
