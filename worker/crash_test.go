@@ -51,6 +51,8 @@ type workerProc struct {
 	url  string
 	logs *tailBuffer
 	done chan error
+	// exited is closed once the process is reaped.
+	exited chan struct{}
 }
 
 // tailBuffer keeps the last lines a process logged, for failure messages.
@@ -88,7 +90,13 @@ func startWorkerProc(t *testing.T, bin, dir string, args ...string) *workerProc 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &workerProc{cmd: cmd, logs: &tailBuffer{}, done: make(chan error, 1)}
+	p := &workerProc{cmd: cmd, logs: &tailBuffer{}, done: make(chan error, 1), exited: make(chan struct{})}
+	// A test that fails with the worker running must not leave it writing into the
+	// temporary directory being removed.
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+	})
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -106,6 +114,7 @@ func startWorkerProc(t *testing.T, bin, dir string, args ...string) *workerProc 
 		}
 		_, _ = io.Copy(io.Discard, stderr)
 		p.done <- cmd.Wait()
+		close(p.exited)
 	}()
 	select {
 	case a := <-addr:
@@ -145,8 +154,15 @@ type crashKind struct {
 	createPath string
 	createBody string
 	appendPath string // without the query
-	mergePath  string // without the query
-	getPath    string // record path prefix, the id appended
+	// mergePath is the merge route, without the query; "" when the kind has none
+	// (datagen): the background loop merges under load and the final merge runs in
+	// process, on the stopped worker's shard.
+	mergePath string
+	getPath   string // record path prefix, the id appended
+	// flushQuery is the query of a flushing append ("" when every append seals).
+	flushQuery string
+	// keyColumn is the base table's key column ("id" when empty).
+	keyColumn  string
 	appendBody func(iter, c, n int, ids []string, content []string) []byte
 	listIDs    func(t *testing.T, base string) []string
 }
@@ -155,7 +171,7 @@ var rolloutCrash = crashKind{
 	kind:       "rollout",
 	createPath: "/api/v1/rollouts", createBody: `{"name":"crash"}`,
 	appendPath: "/api/v1/rollouts/crash/records", mergePath: "/api/v1/internal/merge-wal/crash",
-	getPath: "/api/v1/rollouts/crash/records/",
+	getPath: "/api/v1/rollouts/crash/records/", flushQuery: "?flush=true",
 	appendBody: func(iter, c, n int, ids, content []string) []byte {
 		batch := make([]rollout.AddRecord, len(ids))
 		for k, id := range ids {
@@ -179,7 +195,7 @@ var genericCrash = crashKind{
 	createBody: `{"name":"crash","schema":{"columns":[{"name":"id","type":"string"},{"name":"writer","type":"int32","nullable":false},` +
 		`{"name":"seq","type":"int64"},{"name":"text","type":"string","large":true},{"name":"emb","type":"fixed_size_list","size":4}]}}`,
 	appendPath: "/api/v1/generic/crash/rows", mergePath: "/api/v1/generic/crash/merge-wal",
-	getPath: "/api/v1/generic/crash/rows/",
+	getPath: "/api/v1/generic/crash/rows/", flushQuery: "?flush=true",
 	appendBody: func(iter, c, n int, ids, content []string) []byte {
 		rows := make([]map[string]any, len(ids))
 		for k, id := range ids {
@@ -193,11 +209,46 @@ var genericCrash = crashKind{
 	},
 }
 
+// datagenCrash appends FIELD_APPEND events with blob values: one item per writer
+// and iteration, every item under one root (so that one root dump lists the log);
+// the ids are the event ids, item_seq counts the writer's events.
+var datagenCrash = crashKind{
+	kind:       "datagen",
+	createPath: "/api/v1/datagen", createBody: `{"name":"crash"}`,
+	appendPath: "/api/v1/datagen/crash/events",
+	getPath:    "/api/v1/datagen/crash/blobs/",
+	keyColumn:  "event_id",
+	appendBody: func(iter, c, n int, ids, content []string) []byte {
+		evs := make([]map[string]any, len(ids))
+		for k, id := range ids {
+			evs[k] = map[string]any{"event_id": id, "item_id": fmt.Sprintf("i%02d-c%d", iter, c), "root_item_id": "crashroot",
+				"item_seq": n*len(ids) + k, "checkpoint_id": fmt.Sprintf("cp-%d", n), "event_type": "FIELD_APPEND",
+				"step_name": "gen", "step_kind": "leaf", "step_index": 0, "attempt": 0, "run_id": "run-1", "writer_epoch": "w1",
+				"field_name": "out", "field_type": "bytes", "codec_version": 1, "schema_version": 1,
+				"value": map[string]any{"kind": "blob", "bytes": []byte(content[k]), "size": len(content[k])}}
+		}
+		b, _ := json.Marshal(map[string]any{"events": evs})
+		return b
+	},
+	listIDs: func(t *testing.T, base string) []string {
+		var out api.ListDatagenEventsResponse
+		doHTTP(t, base, "GET", "/api/v1/datagen/crash/roots/crashroot/events", "", nil).want(t, http.StatusOK, &out)
+		ids := make([]string, len(out.Events))
+		for i, ev := range out.Events {
+			ids[i] = ev.EventID
+		}
+		return ids
+	},
+}
+
 // TestCrashKill9 runs crashKill9 on a rollout store.
 func TestCrashKill9(t *testing.T) { crashKill9(t, rolloutCrash) }
 
 // TestCrashKill9Generic runs crashKill9 on a generic store.
 func TestCrashKill9Generic(t *testing.T) { crashKill9(t, genericCrash) }
+
+// TestCrashKill9Datagen runs crashKill9 on a datagen store.
+func TestCrashKill9Datagen(t *testing.T) { crashKill9(t, datagenCrash) }
 
 // crashKill9 runs `lancectx worker` as a subprocess on a FileStore data dir and
 // kills it with SIGKILL at random moments while clients append batches of unique ids
@@ -207,6 +258,9 @@ func TestCrashKill9Generic(t *testing.T) { crashKill9(t, genericCrash) }
 // acknowledged id is readable exactly once through the API, and after a final
 // merge the base table, read by LanceDB, holds exactly the ids the API lists.
 func crashKill9(t *testing.T, ck crashKind) {
+	if ck.keyColumn == "" {
+		ck.keyColumn = "id"
+	}
 	bin := lancectxBinary(t)
 	iterations := crashIterationCount(t)
 	dir := t.TempDir()
@@ -247,7 +301,7 @@ func crashKill9(t *testing.T, ck crashKind) {
 					}
 					path := ck.appendPath
 					if r.IntN(8) == 0 {
-						path += "?flush=true"
+						path += ck.flushQuery
 					}
 					body := batch.body
 					mu.Lock()
@@ -289,7 +343,7 @@ func crashKill9(t *testing.T, ck crashKind) {
 		mseed := rng.Uint64()
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(mseed, 99))
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && ck.mergePath != "" {
 				// Pacing, not synchronisation: merges at random moments are the load.
 				time.Sleep(time.Duration(30+r.IntN(120)) * time.Millisecond)
 				req, _ := http.NewRequestWithContext(ctx, "POST", p.url+ck.mergePath, nil)
@@ -313,9 +367,9 @@ func crashKill9(t *testing.T, ck crashKind) {
 
 	// Recovery: every acked id exactly once through the API.
 	p := startWorkerProc(t, bin, dir, args...)
-	checkListed := func(stage string) map[string]bool {
+	checkListedAt := func(stage, base string) map[string]bool {
 		listed := map[string]bool{}
-		for _, id := range ck.listIDs(t, p.url) {
+		for _, id := range ck.listIDs(t, base) {
 			if listed[id] {
 				t.Fatalf("%s: id %s listed twice", stage, id)
 			}
@@ -331,6 +385,7 @@ func crashKill9(t *testing.T, ck crashKind) {
 		}
 		return listed
 	}
+	checkListed := func(stage string) map[string]bool { return checkListedAt(stage, p.url) }
 	checkListed("after restart")
 	n := 0
 	for id := range acked {
@@ -339,14 +394,17 @@ func crashKill9(t *testing.T, ck crashKind) {
 		}
 		doHTTP(t, p.url, "GET", ck.getPath+id, "", nil).want(t, http.StatusOK, nil)
 	}
-	for {
-		var mw api.MergeWALResponse
-		doHTTP(t, p.url, "POST", ck.mergePath+"?flush=true", "", nil).want(t, http.StatusOK, &mw)
-		if mw.Pending == 0 {
-			break
+	var listed map[string]bool
+	if ck.mergePath != "" {
+		for {
+			var mw api.MergeWALResponse
+			doHTTP(t, p.url, "POST", ck.mergePath+"?flush=true", "", nil).want(t, http.StatusOK, &mw)
+			if mw.Pending == 0 {
+				break
+			}
 		}
+		listed = checkListed("after the final merge")
 	}
-	listed := checkListed("after the final merge")
 	p.stop(t)
 
 	// The graceful stop sealed the shard: no WAL entry is left to replay.
@@ -356,34 +414,54 @@ func crashKill9(t *testing.T, ck crashKind) {
 	if len(entries) != 0 {
 		ms, _ := filepath.Glob(filepath.Join(dir, "crash."+ck.kind+".lance", "_wal", "*", "manifest", "*"))
 		sort.Strings(ms)
-		m, _ := os.ReadFile(ms[0])
-		t.Fatalf("%d WAL entries left after a graceful stop: %v\nmanifest %s", len(entries), entries, m)
+		m, _ := os.ReadFile(ms[0]) // the newest version sorts first
+		t.Fatalf("%d WAL entries left after a graceful stop: %v\nnewest manifest %s\nworker log tail:\n%s", len(entries), entries, m, p.logs)
+	}
+	if ck.mergePath == "" {
+		// No merge route: the same worker (its id owns the shard) merges in process.
+		tw := newTestWorker(t, dir, func(c *Config) { c.WorkerID = "crash-worker" })
+		k, err := tw.srv.kindNamed(ck.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			mw, err := tw.srv.mergeWAL(t.Context(), k, "crash", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mw.Pending == 0 {
+				break
+			}
+		}
+		listed = checkListedAt("after the final merge", tw.url)
+		tw.close()
 	}
 	data, err := objstore.NewFile(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := wal.Audit(t.Context(), objstore.Prefixed(data, "crash."+ck.kind+".lance"), "id")
+	rep, err := wal.Audit(t.Context(), objstore.Prefixed(data, "crash."+ck.kind+".lance"), ck.keyColumn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Duplicates != 0 || rep.Pending.Generations != 0 || rep.BaseRows != int64(len(listed)) {
 		t.Fatalf("audit: %+v, API lists %d", rep, len(listed))
 	}
-	rows, err := oracle.New(t).Read(filepath.Join(dir, "crash."+ck.kind+".lance"), oracle.ReadOptions{Columns: []string{"id"}})
+	rows, err := oracle.New(t).Read(filepath.Join(dir, "crash."+ck.kind+".lance"), oracle.ReadOptions{Columns: []string{ck.keyColumn}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for _, l := range rows {
-		var r struct{ ID string }
+		var r map[string]any
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}
-		if seen[r.ID] || !listed[r.ID] {
-			t.Fatalf("LanceDB reads id %s twice or unlisted", r.ID)
+		id, ok := r[ck.keyColumn].(string)
+		if !ok || seen[id] || !listed[id] {
+			t.Fatalf("LanceDB reads id %v twice or unlisted", r[ck.keyColumn])
 		}
-		seen[r.ID] = true
+		seen[id] = true
 	}
 	if len(seen) != len(listed) {
 		t.Fatalf("LanceDB reads %d rows, the API lists %d", len(seen), len(listed))

@@ -47,8 +47,11 @@ func okRequests() []okRequest {
 	}
 }
 
-// allOKRequests are okRequests and the generic stores' (genericOK).
-func allOKRequests() []okRequest { return append(okRequests(), genericOK()...) }
+// allOKRequests are okRequests and the generic and datagen stores' (genericOK,
+// datagenOK).
+func allOKRequests() []okRequest {
+	return append(append(okRequests(), genericOK()...), datagenOK()...)
+}
 
 func send(t *testing.T, base, method, path, authz, body string) (int, http.Header, []byte) {
 	t.Helper()

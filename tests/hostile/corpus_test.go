@@ -289,6 +289,7 @@ func loadCorpus(t *testing.T) []hostileCase {
 		cases = append(cases, hc)
 	}
 	cases = append(cases, genericCases(rc.Limits)...)
+	cases = append(cases, datagenCases(rc.Limits)...)
 	cases = append(cases, generated()...)
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -332,6 +333,20 @@ func routes() []route {
 		{"POST", "/api/v1/generic/{name}/batch-get", "/api/v1/generic/{name}/batch-get", true, false, false},
 		{"POST", "/api/v1/generic/{name}/flush", "/api/v1/generic/{name}/flush", true, false, false},
 		{"POST", "/api/v1/generic/{name}/merge-wal", "/api/v1/generic/{name}/merge-wal", true, false, false},
+		// Datagen ids sit in the targets as the seeded item and blob event: an item
+		// the store lacks is {"item": null} and an empty list, not a 4xx.
+		{"POST", "/api/v1/datagen", "/api/v1/datagen", false, false, false},
+		{"GET", "/api/v1/datagen", "/api/v1/datagen", false, false, false},
+		{"GET", "/api/v1/datagen/{name}", "/api/v1/datagen/{name}", true, false, false},
+		{"DELETE", "/api/v1/datagen/{name}", "/api/v1/datagen/{name}", true, false, false},
+		{"POST", "/api/v1/datagen/{name}/events", "/api/v1/datagen/{name}/events", true, false, false},
+		{"GET", "/api/v1/datagen/{name}/items/{item_id}", "/api/v1/datagen/{name}/items/seed-1", true, false, false},
+		{"GET", "/api/v1/datagen/{name}/items/{item_id}/failures", "/api/v1/datagen/{name}/items/seed-1/failures", true, false, false},
+		{"GET", "/api/v1/datagen/{name}/items/{item_id}/events", "/api/v1/datagen/{name}/items/seed-1/events", true, false, false},
+		{"GET", "/api/v1/datagen/{name}/overview", "/api/v1/datagen/{name}/overview", true, false, false},
+		{"GET", "/api/v1/datagen/{name}/root-status", "/api/v1/datagen/{name}/root-status", true, false, false},
+		{"GET", "/api/v1/datagen/{name}/roots/{root_item_id}/events", "/api/v1/datagen/{name}/roots/seed-1/events", true, false, false},
+		{"GET", "/api/v1/datagen/{name}/blobs/{event_id}", "/api/v1/datagen/{name}/blobs/seed-e3", true, false, false},
 		{"GET", "/api/v1/health", "/api/v1/health", false, false, false},
 		{"GET", "/api/v1/openapi.json", "/api/v1/openapi.json", false, false, false},
 		{"GET", "/metrics", "/metrics", false, false, false},
@@ -520,6 +535,7 @@ func TestHostileCorpus(t *testing.T) {
 	st := newStack(t, stackOptions{})
 	st.seed()
 	st.seedGeneric()
+	st.seedDatagen()
 	// The experiment's stats row, for the master's searches.
 	st.must("POST", "/api/v1/experiments/"+store+"/rescan", tokRW, "", http.StatusOK, nil)
 	before := st.state()
@@ -577,5 +593,18 @@ func TestHostileCorpus(t *testing.T) {
 	slices.Sort(ids)
 	if strings.Join(ids, ",") != "seed-1,seed-2,seed-3,seed-4" {
 		t.Fatalf("the generic store lists %v", ids)
+	}
+	var evs struct {
+		Events []struct {
+			EventID string `json:"event_id"`
+		} `json:"events"`
+	}
+	st.must("GET", "/api/v1/datagen/"+store+"/roots/seed-1/events", tokRead, "", http.StatusOK, &evs)
+	ids = ids[:0]
+	for _, e := range evs.Events {
+		ids = append(ids, e.EventID)
+	}
+	if strings.Join(ids, ",") != "seed-e0,seed-e1,seed-e2,seed-e3,seed-e4" {
+		t.Fatalf("the datagen store holds %v", ids)
 	}
 }
