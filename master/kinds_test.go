@@ -169,6 +169,23 @@ func TestMasterCoversEveryKind(t *testing.T) {
 		t.Fatalf("detail without a kind (rollout): %d %+v", st, d)
 	}
 
+	for _, u := range []string{"/api/v1/experiments/shared?kind=nope", "/api/v1/experiments/shared?fresh=true&kind=nope"} {
+		if st := httpJSON(t, "GET", m.srv.URL+u, "", &e); st != 400 || !strings.Contains(e.Error.Message, strings.Join(storekind.Names(), ", ")) {
+			t.Fatalf("%s: %d %+v", u, st, e)
+		}
+	}
+	if st := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"compact","target":"nope/shared"}`, &e); st != 400 ||
+		!strings.Contains(e.Error.Message, strings.Join(storekind.Names(), ", ")) {
+		t.Fatalf("a task for an unknown kind: %d %+v", st, e)
+	}
+	if st := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"compact","target":"generic/absent"}`, &e); st != 404 {
+		t.Fatalf("a task for a generic store that does not exist: %d %+v", st, e)
+	}
+	var tk api.Task
+	if st := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"cleanup","target":"rollout/shared"}`, &tk); st != 202 || tk.Target != "shared" {
+		t.Fatalf("rollout/shared is the rollout store shared, one spelling: %d %+v", st, tk)
+	}
+
 	// Optimize the generic store: merge (nothing left), compact, cleanup.
 	genPath := filepath.Join(dir, genDir)
 	before, err := oracle.New(t).Versions(genPath)

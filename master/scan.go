@@ -67,7 +67,7 @@ func newScanMetrics(reg prometheus.Registerer) *scanMetrics {
 			Help: "Duration of stats scan rounds.", Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60}}),
 		observed:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_scan_experiments_observed", Help: "Experiments observed by the last stats scan round."}),
 		failed:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_scan_experiments_failed", Help: "Experiments whose observation failed in the last stats scan round (their previous row is kept)."}),
-		experiments: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_experiments", Help: "Experiments (rollout stores) in the stats table."}),
+		experiments: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_experiments", Help: "Experiments (stores of every kind) in the stats table."}),
 		rows:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_rollout_rows", Help: "Rows across all experiments (base tables plus pending WAL generations)."}),
 		fragments:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_rollout_fragments", Help: "Base-table fragments across all experiments."}),
 		pendingSum:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_wal_pending_generations", Help: "Sealed WAL generations waiting to be merged, across all experiments."}),
