@@ -16,6 +16,10 @@ import (
 // ScannedAt are unix milliseconds.
 type ExperimentSummary struct {
 	Name string `json:"name"`
+	// Kind is the store kind: "rollout", "generic", ... (not in the reference, which
+	// had rollout stores only). Stores of different kinds may share a name: the
+	// experiment is the pair.
+	Kind string `json:"kind"`
 	// URI is the dataset's location in the canonical form (objstore.DatasetURI), the
 	// same a worker reports for the store.
 	URI                   string `json:"uri"`

@@ -31,6 +31,7 @@ import (
 	"github.com/lancectx/lancectx/objstore/provider"
 	"github.com/lancectx/lancectx/registry"
 	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/storekind"
 )
 
 // The master benchmarks of issue 6 (the measurements of master/scale_test.go as
@@ -228,7 +229,7 @@ func GenColdStart(ctx context.Context, dir, experimentsDir string, n, versions i
 		}
 		defer fx.Close()
 		statsSt := objstore.Prefixed(fx, master.StatsDataset)
-		sc := master.NewScanner(fx, registry.New(fx, "rollout"), master.NewStatsStore(statsSt), discardLogger(), nil)
+		sc := master.NewScanner(fx, storekind.All(), master.NewStatsStore(statsSt), discardLogger(), nil)
 		if abs, err := filepath.Abs(dir); err == nil {
 			sc.SetURIBase("file://" + abs)
 		}
@@ -563,7 +564,7 @@ func MasterList(ctx context.Context, o MasterListOptions) (*MasterListResult, er
 	}
 	defer env.close()
 	statsSt := objstore.Prefixed(env.data, master.StatsDataset)
-	sc := master.NewScanner(env.data, registry.New(env.data, "rollout"), env.m.Stats(), discardLogger(), nil)
+	sc := master.NewScanner(env.data, storekind.All(), env.m.Stats(), discardLogger(), nil)
 	sc.SetURIBase(env.dataURI)
 	res.OneVersionPerRound = true
 	for range 2 {

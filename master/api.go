@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/storekind"
 )
 
 // canonicalDataURI is the base of every experiment's uri: the data directory in the
@@ -32,7 +34,7 @@ func canonicalDataURI(dataURI string) string {
 
 // summaryOf is the API form of a stats row.
 func summaryOf(r ExperimentStats) api.ExperimentSummary {
-	s := api.ExperimentSummary{Name: r.Name, URI: r.URI, RowCount: r.RowCount, FragmentCount: r.FragmentCount,
+	s := api.ExperimentSummary{Name: r.Name, Kind: kindOf(r.Kind), URI: r.URI, RowCount: r.RowCount, FragmentCount: r.FragmentCount,
 		LastUpdated: r.LastUpdated, PendingWALGenerations: r.PendingWALGenerations, TotalCompactions: r.TotalCompactions,
 		ScannedAt: r.ScannedAt, OldestPendingWALMs: r.OldestPendingWAL}
 	if r.LastCompaction != NoCompaction {
@@ -223,15 +225,33 @@ func (m *Master) stale(snap *StatsSnapshot) bool {
 	return time.Since(snap.NewestScan) > 3*m.set.StatsScanInterval
 }
 
+// queryKind reads the ?kind= of a request: a store kind (storekind), def when absent.
+// An unknown kind is a 400 naming the accepted ones.
+func queryKind(q url.Values, def string) (string, error) {
+	kind, err := api.QueryString(q, "kind")
+	if err != nil || kind == "" {
+		return def, err
+	}
+	if _, ok := storekind.Lookup(kind); !ok {
+		return "", api.InvalidRequest("kind %q is not a store kind; accepted: %s", truncateStr(kind, 64), strings.Join(storekind.Names(), ", "))
+	}
+	return kind, nil
+}
+
 // handleListExperiments serves the snapshot: it never waits for a scan, a writer or
-// maintenance.
+// maintenance. ?kind= keeps the stores of one kind (default: every kind).
 func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
-	q, err := api.Query(r, "search", "limit", "offset")
+	q, err := api.Query(r, "search", "kind", "limit", "offset")
 	if err != nil {
 		m.fail(w, err)
 		return
 	}
 	search, err := api.QueryString(q, "search")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	kind, err := queryKind(q, "")
 	if err != nil {
 		m.fail(w, err)
 		return
@@ -251,11 +271,11 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	rows := snap.Rows
 	var page []int
 	total := 0
-	if search != "" {
+	if search != "" || kind != "" {
 		// Substring match, case-sensitive, as the reference's LIKE '%q%'. The page is
 		// collected while counting, so no intermediate slice of every match is built.
 		for i, row := range rows {
-			if !strings.Contains(row.Name, search) {
+			if !strings.Contains(row.Name, search) || (kind != "" && row.Kind != kind) {
 				continue
 			}
 			if total >= int(offset) && len(page) < int(limit) {
@@ -300,28 +320,54 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// experimentName validates the {name} path value and checks the registry.
-func (m *Master) experimentName(ctx context.Context, r *http.Request) (string, error) {
+// experimentKind reads the store kind of an experiment route: ?kind=, rollout when
+// absent (the only kind before kinds existed; names of different kinds may collide).
+func experimentKind(q url.Values) (storekind.Kind, error) {
+	name, err := queryKind(q, storekind.Default().Name)
+	if err != nil {
+		return storekind.Kind{}, err
+	}
+	k, _ := storekind.Lookup(name)
+	return k, nil
+}
+
+// checkRegistered checks that the store name of kind is registered: a 404 otherwise.
+func (m *Master) checkRegistered(ctx context.Context, kind storekind.Kind, name string) error {
+	if _, err := m.registry(kind).Get(ctx, name); err != nil {
+		if errors.Is(err, registry.ErrNotFound) {
+			return api.NotFound("experiment %q (%s) does not exist", name, kind.Noun).WithCause(errNotRegistered)
+		}
+		return err
+	}
+	return nil
+}
+
+// experiment reads an experiment route's store: the {name} path value (validated) and
+// ?kind=, checked against the kind's registry.
+func (m *Master) experiment(ctx context.Context, r *http.Request, q url.Values) (storekind.Kind, string, error) {
+	kind, err := experimentKind(q)
+	if err != nil {
+		return kind, "", err
+	}
 	name := r.PathValue("name")
 	if err := api.ValidateName(name); err != nil {
-		return "", err
+		return kind, "", err
 	}
-	if _, err := m.registry.Get(ctx, name); err != nil {
-		if errors.Is(err, registry.ErrNotFound) {
-			return "", api.NotFound("experiment %q does not exist", name).WithCause(errNotRegistered)
-		}
-		return "", err
-	}
-	return name, nil
+	return kind, name, m.checkRegistered(ctx, kind, name)
 }
 
 func (m *Master) handleGetExperiment(w http.ResponseWriter, r *http.Request) {
-	q, err := api.Query(r, "fresh")
+	q, err := api.Query(r, "fresh", "kind")
 	if err != nil {
 		m.fail(w, err)
 		return
 	}
 	fresh, err := api.QueryBool(q, "fresh", false)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	kind, err := experimentKind(q)
 	if err != nil {
 		m.fail(w, err)
 		return
@@ -333,23 +379,23 @@ func (m *Master) handleGetExperiment(w http.ResponseWriter, r *http.Request) {
 	}
 	snap := m.stats.Snapshot()
 	if !fresh {
-		if row, ok := snap.Get(name); ok {
+		if row, ok := snap.Lookup(kind.Name, name); ok {
 			api.WriteJSON(w, http.StatusOK, api.ExperimentDetail{ExperimentSummary: summaryOf(row), Version: row.Version,
 				Stale: m.stale(snap), Source: "snapshot"})
 			return
 		}
 	}
-	if _, err := m.experimentName(r.Context(), r); err != nil {
+	if err := m.checkRegistered(r.Context(), kind, name); err != nil {
 		m.fail(w, err)
 		return
 	}
 	if fresh {
-		m.refreshAndAnswer(w, r, name)
+		m.refreshAndAnswer(w, r, kind, name)
 		return
 	}
 	// Registered but not scanned yet: observe it for this answer without writing a row.
-	prev, have := snap.Get(name)
-	row, err := m.scanner.Observe(r.Context(), name, prev, have)
+	prev, have := snap.Lookup(kind.Name, name)
+	row, err := m.scanner.Observe(r.Context(), kind, name, prev, have)
 	if err != nil {
 		m.fail(w, m.observeErr(name, err))
 		return
@@ -366,8 +412,8 @@ func (m *Master) observeErr(name string, err error) error {
 
 // refreshAndAnswer observes the experiment and writes its row, spending at most
 // STATS_WRITER_WAIT_MS on the commit; the answer says whether it was written.
-func (m *Master) refreshAndAnswer(w http.ResponseWriter, r *http.Request, name string) {
-	res, err := m.scanner.RefreshOne(r.Context(), name, m.set.StatsWriterWait, nil)
+func (m *Master) refreshAndAnswer(w http.ResponseWriter, r *http.Request, kind storekind.Kind, name string) {
+	res, err := m.scanner.RefreshOne(r.Context(), kind, name, m.set.StatsWriterWait, nil)
 	if err != nil {
 		m.fail(w, m.observeErr(name, err))
 		return
@@ -378,29 +424,31 @@ func (m *Master) refreshAndAnswer(w http.ResponseWriter, r *http.Request, name s
 }
 
 func (m *Master) handleRescan(w http.ResponseWriter, r *http.Request) {
-	if _, err := api.Query(r); err != nil {
-		m.fail(w, err)
-		return
-	}
-	name, err := m.experimentName(r.Context(), r)
+	q, err := api.Query(r, "kind")
 	if err != nil {
 		m.fail(w, err)
 		return
 	}
-	m.refreshAndAnswer(w, r, name)
+	kind, name, err := m.experiment(r.Context(), r, q)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	m.refreshAndAnswer(w, r, kind, name)
 }
 
 func (m *Master) handleOptimize(w http.ResponseWriter, r *http.Request) {
-	if _, err := api.Query(r); err != nil {
-		m.fail(w, err)
-		return
-	}
-	name, err := m.experimentName(r.Context(), r)
+	q, err := api.Query(r, "kind")
 	if err != nil {
 		m.fail(w, err)
 		return
 	}
-	tasks, err := m.enqueueOptimize(r.Context(), name, true)
+	kind, name, err := m.experiment(r.Context(), r, q)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	tasks, err := m.enqueueOptimize(r.Context(), kind.Target(name), true)
 	if err != nil {
 		m.fail(w, m.queueErr(err))
 		return
@@ -515,18 +563,21 @@ func (m *Master) handleCreateTask(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Target = StatsTarget
 	case KindMergeWAL, KindCompact, KindCleanup, KindOptimize:
-		if err := api.ValidateName(req.Target); err != nil {
+		// The target is a store name (a rollout store) or "{kind}/{name}".
+		kind, name, err := storekind.ParseTarget(req.Target)
+		if err != nil {
+			m.fail(w, api.InvalidRequest("%s; a target is a rollout store's name or {kind}/{name}", err.Error()))
+			return
+		}
+		if err := api.ValidateName(name); err != nil {
 			m.fail(w, err)
 			return
 		}
-		if _, err := m.registry.Get(ctx, req.Target); err != nil {
-			if errors.Is(err, registry.ErrNotFound) {
-				m.fail(w, api.NotFound("experiment %q does not exist", req.Target))
-				return
-			}
+		if err := m.checkRegistered(ctx, kind, name); err != nil {
 			m.fail(w, err)
 			return
 		}
+		req.Target = kind.Target(name) // one spelling per store, so dedupe sees one target
 	default:
 		m.fail(w, api.InvalidRequest("kind %q is not one of merge_wal, compact, cleanup, stats_maintenance, optimize", req.Kind))
 		return

@@ -182,9 +182,11 @@ func TestMasterRoutesRefuseUnknownParameters(t *testing.T) {
 		t.Fatalf("a refused task request enqueued %+v", list.Tasks)
 	}
 	accepts := map[string]string{
-		"GET /api/v1/experiments":        "this route accepts search, limit, offset",
-		"GET /api/v1/experiments/{name}": "this route accepts fresh",
-		"GET /api/v1/tasks":              "this route accepts kind, target, state, limit, offset",
+		"GET /api/v1/experiments":                  "this route accepts search, kind, limit, offset",
+		"GET /api/v1/experiments/{name}":           "this route accepts fresh, kind",
+		"POST /api/v1/experiments/{name}/rescan":   "this route accepts kind",
+		"POST /api/v1/experiments/{name}/optimize": "this route accepts kind",
+		"GET /api/v1/tasks":                        "this route accepts kind, target, state, limit, offset",
 	}
 	body := map[string]string{"POST /api/v1/tasks": `{"kind":"compact","target":"exp"}`}
 	n := 0

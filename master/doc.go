@@ -26,6 +26,18 @@
 //     for those whose version moved;
 //   - the queue's recoverer (requeues tasks whose executor died or overran).
 //
+// # Kinds
+//
+// An experiment is a store of any kind of the shared kind table (package storekind:
+// rollout, generic, ...), and the pair (kind, name) names it: a rollout store and a
+// generic store of the same name are two experiments. The scan walks every kind's
+// registry; _stats rows carry the kind (a nullable column: rows written before it
+// existed are rollout stores); store tasks name their target {kind}/{name} (a bare
+// name is a rollout store, as before kinds), so the executor opens the kind's dataset
+// folder, merges by the kind's key column and takes the merge lock of kind and name;
+// the API shows each experiment's kind, filters by ?kind= and takes ?kind= (default
+// rollout) where names may collide.
+//
 // # Tasks
 //
 // merge_wal merges every shard's sealed WAL generations into the base table with

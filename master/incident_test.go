@@ -17,7 +17,7 @@ import (
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/faults"
-	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/storekind"
 )
 
 // healSwitch sends every request to faulty until heal, then to healthy: the bulk-delete
@@ -191,7 +191,7 @@ func TestIncidentSixMastersOverAStatsBacklog(t *testing.T) {
 		createExperiment(t, base, fmt.Sprintf("quiet-%d", i), 1, 10)
 	}
 	statsBase := objstore.Prefixed(base, StatsDataset)
-	seedScan := NewScanner(base, registry.New(base, "rollout"), NewStatsStore(statsBase), log, nil)
+	seedScan := NewScanner(base, storekind.All(), NewStatsStore(statsBase), log, nil)
 	if _, err := seedScan.Scan(ctx); err != nil {
 		t.Fatal(err)
 	}

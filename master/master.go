@@ -20,6 +20,7 @@ import (
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/storekind"
 	"github.com/lancectx/lancectx/wal"
 )
 
@@ -97,23 +98,22 @@ type Config struct {
 // runs the stats scan and the sweeps. Nothing it does holds a lock across object-store
 // I/O: even the stats commits are conditional writes, not locked ones.
 type Master struct {
-	cfg      Config
-	set      Settings
-	log      *slog.Logger
-	id       string
-	started  time.Time
-	data     objstore.Store
-	coord    *coord.Client
-	queue    *coord.Queue
-	registry *registry.Registry
-	stats    *StatsStore
-	scanner  *Scanner
-	maint    *StatsMaintainer
-	loops    *Loops
-	met      *metrics
-	walMet   *wal.Metrics
-	reg      prometheus.Registerer
-	gather   prometheus.Gatherer
+	cfg     Config
+	set     Settings
+	log     *slog.Logger
+	id      string
+	started time.Time
+	data    objstore.Store
+	coord   *coord.Client
+	queue   *coord.Queue
+	stats   *StatsStore
+	scanner *Scanner
+	maint   *StatsMaintainer
+	loops   *Loops
+	met     *metrics
+	walMet  *wal.Metrics
+	reg     prometheus.Registerer
+	gather  prometheus.Gatherer
 
 	standby struct {
 		scan, merge, compact, cleanup *StandbyLoop
@@ -127,9 +127,11 @@ type Master struct {
 	// scanRounds counts the rounds of the current leadership term (maintenance runs on
 	// round 1 and every N after).
 	scanRounds atomic.Int64
-	// cleanupMu guards the cleanup planner's memory (leader only; never held across I/O).
+	// cleanupMu guards the cleanup planner's memory (leader only; never held across I/O):
+	// the (name, kind) the last pass stopped at (zero: the start) and, by task target,
+	// the version each dataset's last planned cleanup saw.
 	cleanupMu     sync.Mutex
-	cleanupCursor string
+	cleanupCursor ExperimentStats
 	cleanupAt     map[string]int64
 
 	cancel  context.CancelFunc
@@ -190,9 +192,8 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 		queue: q, reg: cfg.Registerer, gather: cfg.Gatherer, cleanupAt: map[string]int64{}, stableID: stableID}
 	m.leaderSeen.Store(&leaderView{since: m.started})
 	m.log = cfg.Logger.With("master", m.id)
-	m.registry = registry.New(cfg.Data, "rollout")
 	m.stats = NewStatsStore(objstore.Prefixed(cfg.Data, StatsDataset))
-	m.scanner = NewScanner(cfg.Data, m.registry, m.stats, m.log, m.reg)
+	m.scanner = NewScanner(cfg.Data, storekind.All(), m.stats, m.log, m.reg)
 	m.scanner.SetURIBase(canonicalDataURI(cfg.DataURI))
 	m.scanner.SetLimits(set.ScanConcurrency, set.ObserveTimeout)
 	m.maint = NewStatsMaintainer(m.stats, m.log, m.reg)
@@ -313,6 +314,9 @@ func validInstanceID(id string) bool {
 	}
 	return true
 }
+
+// registry is the registry of the stores of kind in the data directory.
+func (m *Master) registry(kind storekind.Kind) *registry.Registry { return kind.Registry(m.data) }
 
 // ID is this master's instance id.
 func (m *Master) ID() string { return m.id }

@@ -12,6 +12,7 @@ import (
 	"github.com/lancectx/lancectx/internal/oracle"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/storekind"
 	"github.com/lancectx/lancectx/wal"
 )
 
@@ -84,7 +85,7 @@ func TestMergeTaskTakesTheMergeLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	detail, err := m.runMergeWAL(ctx, entry)
+	detail, err := m.runMergeWAL(ctx, storekind.Rollout, entry)
 	if err != nil || !strings.Contains(detail, "not merged") {
 		t.Fatalf("merge while another merger holds the lock: %q %v", detail, err)
 	}
@@ -95,7 +96,7 @@ func TestMergeTaskTakesTheMergeLock(t *testing.T) {
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if detail, err = m.runMergeWAL(ctx, entry); err != nil || !strings.Contains(detail, "merged 3 generations") {
+	if detail, err = m.runMergeWAL(ctx, storekind.Rollout, entry); err != nil || !strings.Contains(detail, "merged 3 generations") {
 		t.Fatalf("merge with the lock free: %q %v", detail, err)
 	}
 
@@ -105,7 +106,7 @@ func TestMergeTaskTakesTheMergeLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	createExperiment(t, data, "busy", 1, 2)
-	_, err = m.runMergeWAL(ctx, entry)
+	_, err = m.runMergeWAL(ctx, storekind.Rollout, entry)
 	var skip *skipError
 	if !errors.As(err, &skip) || !strings.Contains(skip.reason, "re-created") {
 		t.Fatalf("merge of the old incarnation: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
+	"github.com/lancectx/lancectx/storekind"
 )
 
 // campaign keeps this master a candidate for the planner role; while it leads, the
@@ -70,7 +71,7 @@ func (m *Master) lead(ctx context.Context, lead *coord.Leadership) {
 	m.met.isLeader.Set(1)
 	m.scanRounds.Store(0)
 	m.cleanupMu.Lock()
-	m.cleanupCursor, m.cleanupAt = "", map[string]int64{}
+	m.cleanupCursor, m.cleanupAt = ExperimentStats{}, map[string]int64{}
 	m.cleanupMu.Unlock()
 	m.log.Info("master: planner leadership won", "token", lead.Token())
 
@@ -132,20 +133,33 @@ func (m *Master) scanPass(ctx context.Context) error {
 	return nil
 }
 
-// candidateRow is an experiment and the backlog that makes it a sweep candidate.
+// candidateRow is an experiment and the backlog that makes it a sweep candidate; name
+// is its task target (storekind.Kind.Target: the kind and the store name).
 type candidateRow struct {
 	name    string
 	backlog int64
 }
 
-// pickCandidates returns the rows at or over threshold, worst first (then by name):
+// targetOf is the task target of a stats row; ok is false for a kind this build does
+// not know (a row a newer master wrote), which the sweeps leave to such a master.
+func targetOf(r ExperimentStats) (string, bool) {
+	k, ok := storekind.Lookup(kindOf(r.Kind))
+	if !ok {
+		return "", false
+	}
+	return k.Target(r.Name), true
+}
+
+// pickCandidates returns the rows at or over threshold, worst first (then by target):
 // the order is decided before any limit applies, so a huge backlog is never passed
-// over for small ones.
+// over for small ones. Every kind is a candidate alike.
 func pickCandidates(rows []ExperimentStats, threshold int64, backlog func(ExperimentStats) int64) []candidateRow {
 	var out []candidateRow
 	for _, r := range rows {
 		if b := backlog(r); b >= threshold {
-			out = append(out, candidateRow{name: r.Name, backlog: b})
+			if target, ok := targetOf(r); ok {
+				out = append(out, candidateRow{name: target, backlog: b})
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -232,26 +246,30 @@ func (m *Master) compactionSweep(ctx context.Context) error {
 	return err
 }
 
-// cleanupSweep plans version cleanup for every dataset: in name order from a cursor,
-// the datasets whose version advanced by CLEANUP_MIN_NEW_VERSIONS since their last
-// planned cleanup (or never had one this term) get a bounded cleanup task, at most
-// SweepMaxNewTasks per pass; the cursor wraps, so every dataset is visited in turn
-// whatever the fleet size. It reads the snapshot only.
+// cleanupSweep plans version cleanup for every dataset of every kind: in (name, kind)
+// order from a cursor, the datasets whose version advanced by CLEANUP_MIN_NEW_VERSIONS
+// since their last planned cleanup (or never had one this term) get a bounded cleanup
+// task, at most SweepMaxNewTasks per pass; the cursor wraps, so every dataset is
+// visited in turn whatever the fleet size. It reads the snapshot only.
 func (m *Master) cleanupSweep(ctx context.Context) error {
-	rows := m.stats.Snapshot().Rows // sorted by name
+	rows := m.stats.Snapshot().Rows // sorted by name, then kind
 	m.cleanupMu.Lock()
 	cursor := m.cleanupCursor
 	planned := make([]candidateRow, 0)
-	start := sort.Search(len(rows), func(i int) bool { return rows[i].Name > cursor })
+	start := sort.Search(len(rows), func(i int) bool { return rowLess(cursor, rows[i]) })
 	last := cursor
 	for k := 0; k < len(rows) && len(planned) < m.set.SweepMaxNewTasks; k++ {
 		r := rows[(start+k)%len(rows)]
-		last = r.Name
-		at, seen := m.cleanupAt[r.Name]
+		last = ExperimentStats{Name: r.Name, Kind: r.Kind}
+		target, ok := targetOf(r)
+		if !ok {
+			continue
+		}
+		at, seen := m.cleanupAt[target]
 		if seen && r.Version-at < int64(m.set.CleanupMinNewVersions) {
 			continue
 		}
-		planned = append(planned, candidateRow{name: r.Name, backlog: r.Version})
+		planned = append(planned, candidateRow{name: target, backlog: r.Version})
 	}
 	m.cleanupMu.Unlock()
 	res, err := m.enqueueSweep(ctx, LoopCleanupPlan, KindCleanup, planned)

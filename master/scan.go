@@ -14,13 +14,17 @@ import (
 
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/storekind"
 	"github.com/lancectx/lancectx/wal"
 )
 
-// Scanner observes every registered experiment and writes one stats round.
+// Scanner observes every registered experiment of every store kind and writes one
+// stats round.
 type Scanner struct {
-	data           objstore.Store // the data directory
-	reg            *registry.Registry
+	data objstore.Store // the data directory
+	// kinds are the store kinds scanned, each with its registry (storekind: adding a
+	// kind there adds it here).
+	kinds          []scanKind
 	stats          *StatsStore
 	log            *slog.Logger
 	concurrency    int
@@ -29,6 +33,18 @@ type Scanner struct {
 	now            func() time.Time
 	// uriBase is the data directory URI; rows carry {uriBase}/{dataset dir}.
 	uriBase string
+}
+
+// scanKind is a store kind and its registry in the data directory.
+type scanKind struct {
+	storekind.Kind
+	reg *registry.Registry
+}
+
+// store is an experiment: a store of one kind.
+type store struct {
+	kind storekind.Kind
+	name string
 }
 
 type scanMetrics struct {
@@ -51,7 +67,7 @@ func newScanMetrics(reg prometheus.Registerer) *scanMetrics {
 			Help: "Duration of stats scan rounds.", Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60}}),
 		observed:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_scan_experiments_observed", Help: "Experiments observed by the last stats scan round."}),
 		failed:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_scan_experiments_failed", Help: "Experiments whose observation failed in the last stats scan round (their previous row is kept)."}),
-		experiments: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_experiments", Help: "Experiments (rollout stores) in the stats table."}),
+		experiments: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_experiments", Help: "Experiments (stores of every kind) in the stats table."}),
 		rows:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_rollout_rows", Help: "Rows across all experiments (base tables plus pending WAL generations)."}),
 		fragments:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_rollout_fragments", Help: "Base-table fragments across all experiments."}),
 		pendingSum:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_wal_pending_generations", Help: "Sealed WAL generations waiting to be merged, across all experiments."}),
@@ -74,13 +90,33 @@ func newScanMetrics(reg prometheus.Registerer) *scanMetrics {
 	return m
 }
 
-// NewScanner creates a scanner over the data directory.
-func NewScanner(data objstore.Store, reg *registry.Registry, stats *StatsStore, log *slog.Logger, mreg prometheus.Registerer) *Scanner {
+// NewScanner creates a scanner of the stores of kinds (storekind.All(): every kind)
+// in the data directory.
+func NewScanner(data objstore.Store, kinds []storekind.Kind, stats *StatsStore, log *slog.Logger, mreg prometheus.Registerer) *Scanner {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Scanner{data: data, reg: reg, stats: stats, log: log, concurrency: 8, observeTimeout: 30 * time.Second,
+	s := &Scanner{data: data, stats: stats, log: log, concurrency: 8, observeTimeout: 30 * time.Second,
 		metrics: newScanMetrics(mreg), now: time.Now}
+	for _, k := range kinds {
+		s.kinds = append(s.kinds, scanKind{Kind: k, reg: k.Registry(data)})
+	}
+	return s
+}
+
+// list returns every registered store of every kind, kind by kind.
+func (s *Scanner) list(ctx context.Context) ([]store, error) {
+	var out []store
+	for _, k := range s.kinds {
+		names, err := k.reg.Names(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s stores: %w", k.Name, err)
+		}
+		for _, n := range names {
+			out = append(out, store{kind: k.Kind, name: n})
+		}
+	}
+	return out, nil
 }
 
 // SetURIBase sets the data directory URI the rows' uri column starts with.
@@ -103,17 +139,17 @@ func (s *Scanner) uri(dir string) string {
 	return s.uriBase + "/" + dir
 }
 
-// Observe reads one experiment's state: base version, rows, fragments, pending WAL
-// generations. It reads manifests only.
-func (s *Scanner) Observe(ctx context.Context, name string, prev ExperimentStats, havePrev bool) (ExperimentStats, error) {
+// Observe reads the state of one experiment, the store name of kind: base version,
+// rows, fragments, pending WAL generations. It reads manifests only.
+func (s *Scanner) Observe(ctx context.Context, kind storekind.Kind, name string, prev ExperimentStats, havePrev bool) (ExperimentStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.observeTimeout)
 	defer cancel()
-	dir := s.reg.DatasetDir(name)
+	dir := kind.DatasetDir(name)
 	p, err := wal.PendingGenerations(ctx, objstore.Prefixed(s.data, dir))
 	if err != nil {
-		return ExperimentStats{}, fmt.Errorf("observe %s: %w", name, err)
+		return ExperimentStats{}, fmt.Errorf("observe %s %s: %w", kind.Noun, name, err)
 	}
-	row := ExperimentStats{Name: name, URI: s.uri(dir), LastCompaction: NoCompaction, ScannedAt: s.now().UnixMilli()}
+	row := ExperimentStats{Name: name, Kind: kind.Name, URI: s.uri(dir), LastCompaction: NoCompaction, ScannedAt: s.now().UnixMilli()}
 	if havePrev {
 		row.LastCompaction, row.TotalCompactions = prev.LastCompaction, prev.TotalCompactions
 	}
@@ -139,13 +175,13 @@ type ScanResult struct {
 	Conflicts int `json:"conflicts"`
 }
 
-// Scan observes every registered experiment (bounded concurrency, a deadline per
-// observation, no lock held) and writes the round as one stats version, a conditional
-// commit on the latest version (see StatsStore). A failed observation keeps the
-// experiment's previous row; experiments no longer registered disappear.
+// Scan observes every registered experiment of every kind (bounded concurrency, a
+// deadline per observation, no lock held) and writes the round as one stats version,
+// a conditional commit on the latest version (see StatsStore). A failed observation
+// keeps the experiment's previous row; experiments no longer registered disappear.
 func (s *Scanner) Scan(ctx context.Context) (ScanResult, error) {
 	start := time.Now()
-	names, err := s.reg.Names(ctx)
+	names, err := s.list(ctx)
 	if err != nil {
 		return ScanResult{}, err
 	}
@@ -156,10 +192,10 @@ func (s *Scanner) Scan(ctx context.Context) (ScanResult, error) {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.concurrency)
-	for i, name := range names {
+	for i, st := range names {
 		g.Go(func() error {
-			p, have := prev.Get(name)
-			row, err := s.Observe(gctx, name, p, have)
+			p, have := prev.Lookup(st.kind.Name, st.name)
+			row, err := s.Observe(gctx, st.kind, st.name, p, have)
 			if err != nil {
 				if gctx.Err() != nil {
 					return gctx.Err()
@@ -167,7 +203,7 @@ func (s *Scanner) Scan(ctx context.Context) (ScanResult, error) {
 				mu.Lock()
 				failed++
 				mu.Unlock()
-				s.log.Warn("stats scan: observe failed, keeping the previous row", "experiment", name, "err", err)
+				s.log.Warn("stats scan: observe failed, keeping the previous row", "kind", st.kind.Name, "experiment", st.name, "err", err)
 				if have {
 					rows[i], ok[i] = p, true
 				}
@@ -244,7 +280,7 @@ type RefreshResult struct {
 	Version uint64        `json:"version,omitempty"`
 }
 
-// RefreshOne observes one experiment and upserts its row as a conditional commit on
+// RefreshOne observes one experiment (the store name of kind) and upserts its row as a conditional commit on
 // the latest version, spending at most wait on that commit (reloads and retries on
 // conflict included): past it the row is not written and the result says so (after a
 // compaction the work is already committed, and the next scan round refreshes the row),
@@ -252,9 +288,9 @@ type RefreshResult struct {
 // lock is taken. mutate, if set, adjusts the row from the latest stored one (prev, ok)
 // before it is written; after a lost race it runs again on the newer stored row, so its
 // effect counts once. Only the observation failing is an error.
-func (s *Scanner) RefreshOne(ctx context.Context, name string, wait time.Duration, mutate func(row *ExperimentStats, prev ExperimentStats, ok bool)) (RefreshResult, error) {
-	prev, have := s.stats.Snapshot().Get(name)
-	row, err := s.Observe(ctx, name, prev, have)
+func (s *Scanner) RefreshOne(ctx context.Context, kind storekind.Kind, name string, wait time.Duration, mutate func(row *ExperimentStats, prev ExperimentStats, ok bool)) (RefreshResult, error) {
+	prev, have := s.stats.Snapshot().Lookup(kind.Name, name)
+	row, err := s.Observe(ctx, kind, name, prev, have)
 	if err != nil {
 		return RefreshResult{}, err
 	}
@@ -267,7 +303,7 @@ func (s *Scanner) RefreshOne(ctx context.Context, name string, wait time.Duratio
 	cctx, cancel := context.WithTimeout(ctx, wait*9/10)
 	defer cancel()
 	t0 := time.Now()
-	c, err := s.stats.update(cctx, name, func(cur ExperimentStats, ok bool) ExperimentStats {
+	c, err := s.stats.update(cctx, kind.Name, name, func(cur ExperimentStats, ok bool) ExperimentStats {
 		r := row
 		if ok {
 			r = carryOver(row, cur)

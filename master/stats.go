@@ -17,6 +17,7 @@ import (
 
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/storekind"
 )
 
 // StatsDataset is the stats table's directory under the data dir.
@@ -29,9 +30,13 @@ const (
 )
 
 // ExperimentStats is one row of the stats table: what the last scan observed about one
-// experiment (a rollout store).
+// experiment (a store of any kind). Rows are keyed by (Kind, Name): a rollout store and
+// a generic store of the same name are two experiments.
 type ExperimentStats struct {
-	Name                  string `json:"name"`
+	Name string `json:"name"`
+	// Kind is the store kind (storekind.Kind.Name); "" is read as rollout (rows written
+	// before the column existed, callers that predate kinds).
+	Kind                  string `json:"kind"`
 	URI                   string `json:"uri"`
 	RowCount              int64  `json:"row_count"`
 	FragmentCount         int64  `json:"fragment_count"`
@@ -61,16 +66,41 @@ var statsSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "version", Type: arrow.PrimitiveTypes.Int64},
 	// Not in the reference's table; last, so the reference's columns keep their places.
 	{Name: "oldest_pending_wal", Type: arrow.PrimitiveTypes.Int64},
+	// The store kind. Nullable: a table written before it existed has no such column,
+	// and its rows (null) are rollout stores, the only kind there was.
+	{Name: "kind", Type: arrow.BinaryTypes.String, Nullable: true},
 }, nil)
+
+// rowKey identifies a stats row: the store kind and name.
+type rowKey struct{ kind, name string }
+
+// kindOf is a row's kind, "" read as rollout.
+func kindOf(kind string) string {
+	if kind == "" {
+		return storekind.Default().Name
+	}
+	return kind
+}
+
+func keyOf(r ExperimentStats) rowKey { return rowKey{kindOf(r.Kind), r.Name} }
+
+// rowLess orders rows by name, then kind: a listing shows the stores of one name
+// together.
+func rowLess(a, b ExperimentStats) bool {
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return kindOf(a.Kind) < kindOf(b.Kind)
+}
 
 // StatsSnapshot is an immutable view of the stats table at one version. Readers take it
 // from StatsStore.Snapshot without waiting for anything.
 type StatsSnapshot struct {
 	// Version of the stats table the rows come from (0: the table does not exist yet).
 	Version uint64
-	// Rows sorted by name.
-	Rows   []ExperimentStats
-	byName map[string]int
+	// Rows sorted by name, then kind (rowLess); every row's Kind is set.
+	Rows  []ExperimentStats
+	byKey map[rowKey]int
 	// LoadedAt is when this process published the snapshot.
 	LoadedAt time.Time
 	// NewestScan is the latest ScannedAt of any row (zero without rows): how old the
@@ -99,11 +129,14 @@ func (s *StatsSnapshot) encoded(i int) []byte {
 }
 
 func newSnapshot(version uint64, rows []ExperimentStats) *StatsSnapshot {
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	s := &StatsSnapshot{Version: version, Rows: rows, byName: make(map[string]int, len(rows)), LoadedAt: time.Now()}
+	for i := range rows {
+		rows[i].Kind = kindOf(rows[i].Kind)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rowLess(rows[i], rows[j]) })
+	s := &StatsSnapshot{Version: version, Rows: rows, byKey: make(map[rowKey]int, len(rows)), LoadedAt: time.Now()}
 	var newest int64
 	for i, r := range rows {
-		s.byName[r.Name] = i
+		s.byKey[keyOf(r)] = i
 		newest = max(newest, r.ScannedAt)
 	}
 	if newest > 0 {
@@ -112,13 +145,38 @@ func newSnapshot(version uint64, rows []ExperimentStats) *StatsSnapshot {
 	return s
 }
 
-// Get returns the row of one experiment.
+// Get returns the row of the rollout store name (the only kind before kinds existed;
+// Lookup takes the kind).
 func (s *StatsSnapshot) Get(name string) (ExperimentStats, bool) {
-	i, ok := s.byName[name]
+	return s.Lookup(storekind.Default().Name, name)
+}
+
+// Lookup returns the row of the store name of kind ("" is rollout).
+func (s *StatsSnapshot) Lookup(kind, name string) (ExperimentStats, bool) {
+	i, ok := s.byKey[rowKey{kindOf(kind), name}]
 	if !ok {
 		return ExperimentStats{}, false
 	}
 	return s.Rows[i], true
+}
+
+// nameShared reports whether another kind than kind has a row named name.
+func (s *StatsSnapshot) nameShared(kind, name string) bool {
+	for _, k := range storekind.All() {
+		if k.Name != kindOf(kind) {
+			if _, ok := s.byKey[rowKey{k.Name, name}]; ok {
+				return true
+			}
+		}
+	}
+	// A kind this build does not know (written by a newer master) may share it too.
+	i := sort.Search(len(s.Rows), func(i int) bool { return s.Rows[i].Name >= name })
+	for ; i < len(s.Rows) && s.Rows[i].Name == name; i++ {
+		if s.Rows[i].Kind != kindOf(kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // StatsStore owns the stats table. Reads go to an in-memory snapshot (an atomic pointer),
@@ -325,7 +383,7 @@ func (s *StatsStore) commitRound(ctx context.Context, rows []ExperimentStats, al
 	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
 		out := make([]ExperimentStats, len(rows))
 		for i, r := range rows {
-			if c, ok := cur.Get(r.Name); ok {
+			if c, ok := cur.Lookup(r.Kind, r.Name); ok {
 				r = carryOver(r, c)
 			}
 			out[i] = r
@@ -335,10 +393,10 @@ func (s *StatsStore) commitRound(ctx context.Context, rows []ExperimentStats, al
 	})
 }
 
-// Upsert stores row (by name) in one version, merged with the stored row (carryOver), and
+// Upsert stores row (by kind and name) in one version, merged with the stored row (carryOver), and
 // returns the version. The write is bounded by ctx.
 func (s *StatsStore) Upsert(ctx context.Context, row ExperimentStats) (uint64, error) {
-	res, err := s.update(ctx, row.Name, func(cur ExperimentStats, ok bool) ExperimentStats {
+	res, err := s.update(ctx, row.Kind, row.Name, func(cur ExperimentStats, ok bool) ExperimentStats {
 		if ok {
 			return carryOver(row, cur)
 		}
@@ -348,23 +406,26 @@ func (s *StatsStore) Upsert(ctx context.Context, row ExperimentStats) (uint64, e
 }
 
 // update stores one row in one version, conditional on the latest version: build gets
-// that version's row of name (ok: there is one) and returns the row to store. After a
-// lost race it is called again with the newer stored row, so what it derives from the
-// stored row (a compaction count plus one) counts exactly once.
-func (s *StatsStore) update(ctx context.Context, name string, build func(cur ExperimentStats, ok bool) ExperimentStats) (CommitResult, error) {
+// that version's row of (kind, name) (ok: there is one) and returns the row to store.
+// After a lost race it is called again with the newer stored row, so what it derives
+// from the stored row (a compaction count plus one) counts exactly once.
+func (s *StatsStore) update(ctx context.Context, kind, name string, build func(cur ExperimentStats, ok bool) ExperimentStats) (CommitResult, error) {
+	kind = kindOf(kind)
 	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
-		c, ok := cur.Get(name)
+		c, ok := cur.Lookup(kind, name)
 		row := build(c, ok)
-		row.Name = name
+		row.Kind, row.Name = kind, name
 		rows := append(make([]ExperimentStats, 0, len(cur.Rows)+1), cur.Rows...)
-		if i, ok := cur.byName[name]; ok {
+		if i, ok := cur.byKey[rowKey{kind, name}]; ok {
 			rows[i] = row
 		} else {
 			rows = append(rows, row)
 		}
-		if ds == nil || !hasStatsColumns(ds) {
+		if ds == nil || !hasStatsColumns(ds) || cur.nameShared(kind, name) {
 			// No table yet, or one written before a column existed (a merge-insert
-			// cannot add it): write the whole table, which also brings the schema up.
+			// cannot add it: this is how a table without `kind` gains it), or a name
+			// other kinds use too (the merge-insert keys on name alone, and would
+			// replace their rows): write the whole table, still one version.
 			next, err := s.overwrite(ctx, ds, rows)
 			return next, rows, err
 		}
@@ -443,6 +504,7 @@ func statsBatch(rows []ExperimentStats) (arrow.RecordBatch, error) {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, statsSchema)
 	defer b.Release()
 	b.Reserve(len(rows))
+	kindCol := statsSchema.NumFields() - 1
 	for _, r := range rows {
 		b.Field(0).(*array.StringBuilder).Append(r.Name)
 		b.Field(1).(*array.StringBuilder).Append(r.URI)
@@ -450,12 +512,13 @@ func statsBatch(rows []ExperimentStats) (arrow.RecordBatch, error) {
 			r.LastCompaction, r.TotalCompactions, r.ScannedAt, r.Version, r.OldestPendingWAL} {
 			b.Field(2 + i).(*array.Int64Builder).Append(v)
 		}
+		b.Field(kindCol).(*array.StringBuilder).Append(kindOf(r.Kind))
 	}
 	return b.NewRecordBatch(), nil
 }
 
 // readStats reads every row of a stats version. Missing columns (older tables) read as
-// nulls and become the sentinel values.
+// nulls and become the sentinel values; a null or missing kind is a rollout store.
 func readStats(ctx context.Context, ds *lance.Dataset) ([]ExperimentStats, error) {
 	recs, err := ds.Collect(ctx, lance.ScanOptions{})
 	if err != nil {
@@ -481,10 +544,10 @@ func readStats(ctx context.Context, ds *lance.Dataset) ([]ExperimentStats, error
 			}
 			return def
 		}
-		name, uri := col("name"), col("uri")
+		name, uri, kind := col("name"), col("uri"), col("kind")
 		for i := 0; i < int(rec.NumRows()); i++ {
 			rows = append(rows, ExperimentStats{
-				Name: str(name, i), URI: str(uri, i),
+				Name: str(name, i), URI: str(uri, i), Kind: kindOf(str(kind, i)),
 				RowCount: i64(col("row_count"), i, 0), FragmentCount: i64(col("fragment_count"), i, 0),
 				LastUpdated: i64(col("last_updated"), i, 0), PendingWALGenerations: i64(col("pending_wal_generations"), i, 0),
 				LastCompaction: i64(col("last_compaction"), i, NoCompaction), TotalCompactions: i64(col("total_compactions"), i, 0),

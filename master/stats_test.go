@@ -20,7 +20,7 @@ import (
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/faults"
-	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/storekind"
 	"github.com/lancectx/lancectx/wal"
 )
 
@@ -230,7 +230,7 @@ func TestStatsReadersNeverWaitOnAWriter(t *testing.T) {
 		t.Fatalf("replica reload: version %d, %v", o.res.Version, o.err)
 	}
 	// A refresh through the same store commits while the round is stuck.
-	refresh := async(func() (CommitResult, error) { return s.update(ctx, "exp-00007", compacted(1000)) })
+	refresh := async(func() (CommitResult, error) { return s.update(ctx, "rollout", "exp-00007", compacted(1000)) })
 	o := await(t, refresh, "a refresh while a round's write is stuck (does it wait on the writer?)")
 	if o.err != nil || o.res.Version != 2 || o.res.Conflicts != 0 {
 		t.Fatalf("refresh: %+v %v", o.res, o.err)
@@ -286,7 +286,7 @@ func TestStatsConcurrentWritersEachLandOnce(t *testing.T) {
 	}
 	refresh := func(at int64) func(context.Context, *StatsStore) (CommitResult, error) {
 		return func(ctx context.Context, s *StatsStore) (CommitResult, error) {
-			return s.update(ctx, "exp-00003", compacted(at))
+			return s.update(ctx, "rollout", "exp-00003", compacted(at))
 		}
 	}
 	row := func(t *testing.T, got *StatsSnapshot) ExperimentStats {
@@ -483,12 +483,11 @@ func TestScanRoundKeepsAConcurrentRefreshsCompaction(t *testing.T) {
 	data := objstore.NewMem()
 	createExperiment(t, data, "a", 2, 5)
 	createExperiment(t, data, "b", 1, 5)
-	reg := registry.New(data, "rollout")
 	statsSt := objstore.Prefixed(data, StatsDataset)
 	gate := newGate(t, data)
 	prom := prometheus.NewRegistry()
-	mine := NewScanner(data, reg, NewStatsStore(objstore.Prefixed(gate, StatsDataset)), testLogger(), prom)
-	other := NewScanner(data, reg, NewStatsStore(statsSt), testLogger(), nil)
+	mine := NewScanner(data, storekind.All(), NewStatsStore(objstore.Prefixed(gate, StatsDataset)), testLogger(), prom)
+	other := NewScanner(data, storekind.All(), NewStatsStore(statsSt), testLogger(), nil)
 	if _, err := other.Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +503,7 @@ func TestScanRoundKeepsAConcurrentRefreshsCompaction(t *testing.T) {
 	}()
 	await(t, gate.entered, "the round's write to reach storage")
 	at := time.Now().UnixMilli()
-	ref, err := other.RefreshOne(ctx, "a", hangGuard, func(row *ExperimentStats, prev ExperimentStats, ok bool) {
+	ref, err := other.RefreshOne(ctx, storekind.Rollout, "a", hangGuard, func(row *ExperimentStats, prev ExperimentStats, ok bool) {
 		row.LastCompaction, row.TotalCompactions = at, 1
 		if ok {
 			row.TotalCompactions = prev.TotalCompactions + 1
@@ -534,8 +533,8 @@ func TestScanRoundKeepsAConcurrentRefreshsCompaction(t *testing.T) {
 
 	// A refresh whose commit cannot reach storage.
 	stuck := newGate(t, data)
-	sc := NewScanner(data, reg, NewStatsStore(objstore.Prefixed(stuck, StatsDataset)), testLogger(), nil)
-	res, err := sc.RefreshOne(held(ctx), "b", 50*time.Millisecond, nil)
+	sc := NewScanner(data, storekind.All(), NewStatsStore(objstore.Prefixed(stuck, StatsDataset)), testLogger(), nil)
+	res, err := sc.RefreshOne(held(ctx), storekind.Rollout, "b", 50*time.Millisecond, nil)
 	if err != nil || res.Persisted || !strings.Contains(res.Skipped, "deadline") || res.Row.Name != "b" || res.Row.RowCount != 5 {
 		t.Fatalf("refresh over a hung store: %+v %v", res, err)
 	}
@@ -557,12 +556,11 @@ func TestStatsOldestPendingWAL(t *testing.T) {
 	createExperiment(t, data, "walled", 1, 5)
 	addGenerations(t, data, "walled", "w0", 2, 3)
 	createExperiment(t, data, "quiet", 1, 5)
-	reg := registry.New(data, "rollout")
-	sc := NewScanner(data, reg, NewStatsStore(objstore.Prefixed(data, StatsDataset)), testLogger(), nil)
+	sc := NewScanner(data, storekind.All(), NewStatsStore(objstore.Prefixed(data, StatsDataset)), testLogger(), nil)
 	if _, err := sc.Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := wal.PendingGenerations(ctx, objstore.Prefixed(data, reg.DatasetDir("walled")))
+	ps, err := wal.PendingGenerations(ctx, objstore.Prefixed(data, storekind.Rollout.DatasetDir("walled")))
 	if err != nil || ps.Generations != 2 || ps.Oldest.IsZero() {
 		t.Fatalf("pending: %+v %v", ps, err)
 	}
@@ -586,8 +584,9 @@ func TestStatsOldestPendingWAL(t *testing.T) {
 func TestStatsTableWithoutOldestPendingWAL(t *testing.T) {
 	ctx := context.Background()
 	st := objstore.NewMem()
-	old := arrow.NewSchema(statsSchema.Fields()[:statsSchema.NumFields()-1], nil)
-	if old.HasField("oldest_pending_wal") {
+	// The reference's columns: those before oldest_pending_wal (and kind, after it).
+	old := arrow.NewSchema(statsSchema.Fields()[:statsSchema.FieldIndices("oldest_pending_wal")[0]], nil)
+	if old.HasField("oldest_pending_wal") || old.HasField("kind") {
 		t.Fatal("the old schema has the new column")
 	}
 	rec, err := statsBatch(rows(3, 1))

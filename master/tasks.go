@@ -14,7 +14,7 @@ import (
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
-	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/storekind"
 	"github.com/lancectx/lancectx/wal"
 )
 
@@ -30,9 +30,6 @@ const (
 	// StatsTarget is the target of stats_maintenance tasks.
 	StatsTarget = "_stats"
 )
-
-// registryKind is the registry kind of the stores the master maintains.
-const registryKind = "rollout"
 
 // taskKinds are the kinds every executor claims.
 var taskKinds = []string{KindMergeWAL, KindCompact, KindCleanup, KindStatsMaintenance}
@@ -310,14 +307,22 @@ func (e *skipError) Error() string { return "skipped: " + e.reason }
 func skipf(format string, args ...any) error { return &skipError{reason: fmt.Sprintf(format, args...)} }
 
 // runTask dispatches one task. Every handler is idempotent (execution is at least once).
-// A store task whose store is not registered is skipped, and so is one that failed
-// because its store was deleted (or deleted and created again) while it ran.
+// A store task's target names the store's kind and name (storekind.Kind.Target); it
+// runs on that kind's dataset folder with that kind's key column. A store task whose
+// store is not registered is skipped, and so is one that failed because its store was
+// deleted (or deleted and created again) while it ran.
 func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (string, error) {
 	switch t.Kind {
 	case KindMergeWAL, KindCompact, KindCleanup:
-		entry, err := m.registry.Get(ctx, t.Target)
+		kind, name, err := storekind.ParseTarget(t.Target)
+		if err != nil {
+			// A kind this build does not know (a newer master enqueued it): fail, so the
+			// task waits for a master that knows it rather than vanishing.
+			return "", fmt.Errorf("%s: %w", t.Kind, err)
+		}
+		entry, err := m.registry(kind).Get(ctx, name)
 		if errors.Is(err, registry.ErrNotFound) {
-			return "", skipf("store %q does not exist (deleted)", t.Target)
+			return "", skipf("%s %q does not exist (deleted)", kind.Noun, name)
 		}
 		if err != nil {
 			return "", fmt.Errorf("%s %s: %w", t.Kind, t.Target, err)
@@ -325,15 +330,15 @@ func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (st
 		var detail string
 		switch t.Kind {
 		case KindMergeWAL:
-			detail, err = m.runMergeWAL(ctx, entry)
+			detail, err = m.runMergeWAL(ctx, kind, entry)
 		case KindCompact:
-			detail, err = m.runCompact(ctx, t.Target, rep)
+			detail, err = m.runCompact(ctx, kind, name, rep)
 		default:
-			detail, err = m.runCleanup(ctx, entry)
+			detail, err = m.runCleanup(ctx, kind, entry)
 		}
 		var skip *skipError
 		if err != nil && !errors.As(err, &skip) {
-			if why := m.storeChanged(entry); why != "" {
+			if why := m.storeChanged(kind, entry); why != "" {
 				return detail, skipf("%s while the task ran (%v)", why, err)
 			}
 		}
@@ -350,16 +355,17 @@ func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (st
 	return "", fmt.Errorf("unknown task kind %q", t.Kind)
 }
 
-func (m *Master) datasetStore(name string) objstore.Store {
-	return objstore.Prefixed(m.data, m.registry.DatasetDir(name))
+// datasetStore is the dataset folder of the store name of kind.
+func (m *Master) datasetStore(kind storekind.Kind, name string) objstore.Store {
+	return objstore.Prefixed(m.data, kind.DatasetDir(name))
 }
 
 // storeChanged says whether the store of entry was deleted or re-created since entry
 // was read ("" if neither, or if the registry cannot tell now).
-func (m *Master) storeChanged(entry registry.Entry) string {
+func (m *Master) storeChanged(kind storekind.Kind, entry registry.Entry) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	now, err := m.registry.Get(ctx, entry.Name)
+	now, err := m.registry(kind).Get(ctx, entry.Name)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		return fmt.Sprintf("store %q was deleted", entry.Name)
@@ -370,14 +376,14 @@ func (m *Master) storeChanged(entry registry.Entry) string {
 }
 
 // runMergeWAL merges the sealed generations of every shard of the dataset into the
-// base table (wal.MergeShard: exactly once, safe while each shard's owner appends),
-// a bounded number of passes per shard. No rows pass through the master. It holds the
+// base table (wal.MergeShard: exactly once, safe while each shard's owner appends,
+// newest row per the kind's key column), a bounded number of passes per shard. No rows pass through the master. It holds the
 // dataset's merge lock (coord.MergeLockName), taken with a single try: when a worker is
 // merging the dataset already, this task leaves it to that merge rather than contend
 // for the same base commits.
-func (m *Master) runMergeWAL(ctx context.Context, entry registry.Entry) (string, error) {
-	target := entry.Name
-	lock, err := m.coord.TryLock(ctx, coord.MergeLockName(registryKind, target), 0)
+func (m *Master) runMergeWAL(ctx context.Context, kind storekind.Kind, entry registry.Entry) (string, error) {
+	target := kind.Target(entry.Name)
+	lock, err := m.coord.TryLock(ctx, coord.MergeLockName(kind.Name, entry.Name), 0)
 	if errors.Is(err, coord.ErrLocked) {
 		m.met.mergeLockBusy.Inc()
 		return "not merged: another merge of the dataset is running", nil
@@ -395,7 +401,7 @@ func (m *Master) runMergeWAL(ctx context.Context, entry registry.Entry) (string,
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(lock.Ctx(), stop)()
-	st := m.datasetStore(target)
+	st := m.datasetStore(kind, entry.Name)
 	p, err := wal.PendingGenerations(ctx, st)
 	if err != nil {
 		return "", fmt.Errorf("merge_wal %s: %w", target, err)
@@ -417,7 +423,7 @@ func (m *Master) runMergeWAL(ctx context.Context, entry registry.Entry) (string,
 	var errs []error
 	for _, shard := range shards {
 		for pass := 0; pass < m.set.MergeMaxPasses; pass++ {
-			r, err := wal.MergeShard(ctx, wal.MergeTarget{Store: st, Shard: shard, KeyColumn: rollout.KeyColumn, Incarnation: entry.Incarnation},
+			r, err := wal.MergeShard(ctx, wal.MergeTarget{Store: st, Shard: shard, KeyColumn: kind.KeyColumn, Incarnation: entry.Incarnation},
 				opts, m.walMet, m.log.With("store", target))
 			merged += r.Generations
 			rows += r.Rows
@@ -449,9 +455,10 @@ func (m *Master) runMergeWAL(ctx context.Context, entry registry.Entry) (string,
 // the compaction is committed already, so a refresh that is not written only means the
 // next scan round refreshes the row. The task never holds its slot longer than
 // STATS_WRITER_WAIT_MS for the refresh's commit.
-func (m *Master) runCompact(ctx context.Context, target string, rep *TaskReport) (string, error) {
+func (m *Master) runCompact(ctx context.Context, kind storekind.Kind, name string, rep *TaskReport) (string, error) {
 	t0 := time.Now()
-	ds, err := lance.OpenStore(ctx, m.datasetStore(target))
+	target := kind.Target(name)
+	ds, err := lance.OpenStore(ctx, m.datasetStore(kind, name))
 	if err != nil {
 		return "", fmt.Errorf("compact %s: %w", target, err)
 	}
@@ -465,7 +472,7 @@ func (m *Master) runCompact(ctx context.Context, target string, rep *TaskReport)
 	if res.FragmentsRemoved == 0 && res.FragmentsAdded == 0 {
 		return detail + "; nothing to compact", nil
 	}
-	refresh := m.refreshAfterCompaction(ctx, target)
+	refresh := m.refreshAfterCompaction(ctx, kind, name)
 	rep.StatsRefreshWait, rep.StatsRefreshPersisted = refresh.Commit, refresh.Persisted
 	if refresh.Persisted {
 		detail += "; stats refreshed"
@@ -478,11 +485,11 @@ func (m *Master) runCompact(ctx context.Context, target string, rep *TaskReport)
 // refreshAfterCompaction upserts the experiment's row with the compaction recorded: a
 // conditional commit bounded by STATS_WRITER_WAIT_MS after the observation, taking no
 // lock (a lost race is rebuilt on the latest row, so the compaction counts once).
-func (m *Master) refreshAfterCompaction(ctx context.Context, target string) RefreshResult {
+func (m *Master) refreshAfterCompaction(ctx context.Context, kind storekind.Kind, name string) RefreshResult {
 	t0 := time.Now()
 	wait := m.set.StatsWriterWait
 	now := time.Now().UnixMilli()
-	res, err := m.scanner.RefreshOne(ctx, target, wait, func(row *ExperimentStats, prev ExperimentStats, ok bool) {
+	res, err := m.scanner.RefreshOne(ctx, kind, name, wait, func(row *ExperimentStats, prev ExperimentStats, ok bool) {
 		row.LastCompaction = now
 		row.TotalCompactions = 1
 		if ok {
@@ -508,14 +515,14 @@ func (m *Master) refreshAfterCompaction(ctx context.Context, target string) Refr
 // runCleanup removes old versions of the dataset and the files only they reference,
 // bounded by CLEANUP_MAX_OBJECTS and MAINTENANCE_TIMEOUT_SECS; the next planned task
 // continues where this one stopped.
-func (m *Master) runCleanup(ctx context.Context, entry registry.Entry) (string, error) {
-	target := entry.Name
+func (m *Master) runCleanup(ctx context.Context, kind storekind.Kind, entry registry.Entry) (string, error) {
+	target := kind.Target(entry.Name)
 	// VerifyExpired: the data and deletion files of the removed versions are proven
 	// garbage by their manifests and go now, as Lance's cleanup does. Without it they
 	// were unverified and waited out UnverifiedAge (7 days): every rewrite of a busy
 	// dataset (merges, compactions) kept a week of garbage (the chaos suite left 1 GB per
 	// dataset after 10 minutes). Files no manifest names (aborted commits) still wait.
-	st := m.datasetStore(target)
+	st := m.datasetStore(kind, entry.Name)
 	res, err := lance.Cleanup(ctx, st, lance.CleanupOptions{
 		OlderThan:     m.set.CleanupOlderThan,
 		VerifyExpired: true,

@@ -13,6 +13,7 @@ import (
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/faults"
 	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/storekind"
 )
 
 func TestSettingsFromEnvNamesEveryBadValue(t *testing.T) {
@@ -273,7 +274,7 @@ func TestCleanupTaskDeletesTheFilesOfRemovedVersions(t *testing.T) {
 		}
 		return n
 	}
-	if _, err := m.runCompact(ctx, "churn", &TaskReport{}); err != nil {
+	if _, err := m.runCompact(ctx, storekind.Rollout, "churn", &TaskReport{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := dataFiles(); n != 7 {
@@ -284,7 +285,7 @@ func TestCleanupTaskDeletesTheFilesOfRemovedVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.runCleanup(ctx, entry); err != nil {
+	if _, err := m.runCleanup(ctx, storekind.Rollout, entry); err != nil {
 		t.Fatal(err)
 	}
 	if n := dataFiles(); n != 1 {

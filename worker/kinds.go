@@ -5,19 +5,19 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lancectx/lancectx/datagen"
 	"github.com/lancectx/lancectx/generic"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/registry"
-	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/storekind"
 	"github.com/lancectx/lancectx/wal"
 )
 
-// Store kinds, each its registry kind and dataset suffix ({name}.{kind}.lance).
-const (
-	kindRollout = "rollout"
-	kindGeneric = "generic"
-	kindDatagen = "datagen"
+// Store kinds, each its registry kind and dataset suffix ({name}.{kind}.lance): the
+// names of the shared kind table (storekind), which the master walks too.
+var (
+	kindRollout = storekind.Rollout.Name
+	kindGeneric = storekind.Generic.Name
+	kindDatagen = storekind.Datagen.Name
 )
 
 // storeKind is what differs between kinds of store; everything else (handles, WAL
@@ -42,16 +42,23 @@ type storeKind struct {
 }
 
 func (s *Server) newKinds() {
-	s.rollouts = &storeKind{name: kindRollout, noun: "rollout store", keyColumn: rollout.KeyColumn,
-		reg: registry.New(s.data, kindRollout), prepare: evolve}
-	s.generics = &storeKind{name: kindGeneric, noun: "generic store", keyColumn: generic.KeyColumn,
-		reg: registry.New(s.data, kindGeneric), open: openGeneric, prepare: checkGeneric}
-	s.datagens = &storeKind{name: kindDatagen, noun: "datagen store", keyColumn: datagen.KeyColumn,
-		reg: registry.New(s.data, kindDatagen), open: openDatagen, prepare: checkDatagen}
+	s.rollouts = newStoreKind(s, storekind.Rollout)
+	s.rollouts.prepare = evolve
+	s.generics = newStoreKind(s, storekind.Generic)
+	s.generics.open, s.generics.prepare = openGeneric, checkGeneric
+	s.datagens = newStoreKind(s, storekind.Datagen)
+	s.datagens.open, s.datagens.prepare = openDatagen, checkDatagen
 	s.kinds = []*storeKind{s.rollouts, s.generics, s.datagens}
 	for _, k := range s.kinds {
 		k.stores = newStores(s, k)
 	}
+}
+
+// newStoreKind is the worker's side of a kind of the shared table: its name, noun,
+// key column and registry come from the descriptor, so the master (which walks the
+// same table) scans and merges exactly what the worker writes.
+func newStoreKind(s *Server, d storekind.Kind) *storeKind {
+	return &storeKind{name: d.Name, noun: d.Noun, keyColumn: d.KeyColumn, reg: d.Registry(s.data)}
 }
 
 // eachStore returns the resident handles of every kind, each with a reference the
