@@ -151,11 +151,18 @@ func TestMasterCoversEveryKind(t *testing.T) {
 		list.Experiments[0].Kind != "generic" || list.Experiments[1].Kind != "rollout" {
 		t.Fatalf("list: %d %+v", st, list)
 	}
+	// This test creates one store of each of these two kinds and none of the others.
+	created := map[string]int{storekind.Rollout.Name: 1, storekind.Generic.Name: 1}
 	for _, k := range storekind.Names() {
 		var one api.ExperimentListResponse
-		if st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments?kind="+k, "", &one); st != 200 || one.Total != 1 ||
-			one.Experiments[0].Kind != k {
-			t.Fatalf("?kind=%s: %d %+v", k, st, one)
+		st := httpJSON(t, "GET", m.srv.URL+"/api/v1/experiments?kind="+k, "", &one)
+		if st != 200 || one.Total != created[k] || len(one.Experiments) != created[k] {
+			t.Fatalf("?kind=%s: %d %+v, want %d experiments", k, st, one, created[k])
+		}
+		for _, e := range one.Experiments {
+			if e.Kind != k {
+				t.Fatalf("?kind=%s lists %+v", k, e)
+			}
 		}
 	}
 	var e api.ErrorResponse
