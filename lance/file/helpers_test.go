@@ -375,6 +375,8 @@ func (g *gen) value(b array.Builder, t arrow.DataType) {
 				g.value(bb.ValueBuilder(), ft.Elem())
 			}
 		}
+	case *array.NullBuilder:
+		bb.AppendNull()
 	case *array.StructBuilder:
 		bb.Append(true)
 		st := t.(*arrow.StructType)
