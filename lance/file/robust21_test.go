@@ -203,6 +203,25 @@ func TestRead21StructuralDamageIsCorrupt(t *testing.T) {
 			binary.LittleEndian.PutUint64(d[o+8:], 7<<16) // definition level 7 of 1
 			binary.LittleEndian.PutUint64(d[o+16:], 0)
 		}},
+		{"nested fixed-size list validity size", "types21", []string{"ff"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			// First chunk: level count, definition size, then the value buffer sizes:
+			// the outer level's validity, the inner level's, the items.
+			binary.LittleEndian.PutUint16(d[o+4:], 0)
+		}},
+		{"nested fixed-size list items size", "types22", []string{"fb"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			// 2.2 large chunks: u32 sizes.
+			binary.LittleEndian.PutUint32(d[o+16:], binary.LittleEndian.Uint32(d[o+16:])+8)
+		}},
+		{"map level count", "types22", []string{"m", "entries", "key"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			binary.LittleEndian.PutUint32(d[o:], binary.LittleEndian.Uint32(d[o:])+3)
+		}},
+		{"map repetition index", "types22", []string{"mn", "entries", "value"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, len(p.bufs)-1)
+			binary.LittleEndian.PutUint64(d[o:], binary.LittleEndian.Uint64(d[o:])+1)
+		}},
 		{"constant page levels", "nested21", []string{"allnull_list", "item"}, func(d []byte, p *pageInfo) {
 			o, _ := buf(p, 0)
 			binary.LittleEndian.PutUint16(d[o:], 0) // the first level no longer starts a row

@@ -305,6 +305,7 @@ async function main() {
     // Small tables whose data files seed the Go fuzz targets (lance/file/testdata/lancedb).
     await db.createTable("types", typesTable(24), V20);
     await db.createTable("dict", dictTable(40), V20);
+    await db.createTable("nested", nestedTable(24), V20);
   } else if (mode === "read") {
     // Optional 4th argument: JSON [[column, SQL expression], ...] to select instead of
     // every column as is (e.g. arrow_cast for types apache-arrow JS cannot decode).
