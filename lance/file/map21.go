@@ -23,9 +23,17 @@ func isList21(t arrow.DataType) bool {
 // mapEntries returns the entries struct rebuilt from the levels (entries) typed as m's
 // entries. arrow-go names a map's entries "entries", "key" and "value" whatever Lance
 // stored, so the struct built from the Lance fields may differ from m's by names only.
+// A null entry or a null key is corruption (Arrow forbids both: arrow-go panics on such
+// a map, arrow-rs, and so LanceDB, refuses it), whatever the page's layers claim.
 func mapEntries(m *arrow.MapType, entries arrow.ArrayData) (arrow.ArrayData, error) {
 	if len(entries.Children()) != 2 {
 		return nil, corruptf(-1, "map entries with %d members", len(entries.Children()))
+	}
+	if entries.NullN() != 0 {
+		return nil, corruptf(-1, "map with %d null entries", entries.NullN())
+	}
+	if n := entries.Children()[0].NullN(); n != 0 {
+		return nil, corruptf(-1, "map with %d null keys", n)
 	}
 	return array.NewData(m.Elem(), entries.Len(), entries.Buffers(), entries.Children(), entries.NullN(), entries.Offset()), nil
 }

@@ -12,8 +12,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	pb21 "github.com/lancectx/lancectx/lance/format/encodings21pb"
 	"github.com/lancectx/lancectx/lance/format/filepb"
+	"github.com/lancectx/lancectx/lance/schema"
 )
 
 // The checked-in LanceDB 2.1/2.2 files (testdata/lancedb21, regenerate with
@@ -355,5 +360,66 @@ func TestRead21UnsupportedSchemasAreNamed(t *testing.T) {
 		if !errors.Is(err, ErrUnsupportedEncoding) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// TestRead21NullMapKeysAreCorrupt: a map whose levels say some keys or entries are null
+// is corruption, not a panic: Arrow maps cannot hold them (arrow-go panics building
+// one). The file is a list<struct<key, value>> with null keys and null entries written
+// by the 2.1 writer, then relabelled a map in its schema.
+func TestRead21NullMapKeysAreCorrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		nullKeys, nullEntries bool
+	}{
+		{"null keys", true, false},
+		{"null entries", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entry := arrow.StructOf(
+				arrow.Field{Name: "key", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+				arrow.Field{Name: "value", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+			)
+			as := arrow.NewSchema([]arrow.Field{{Name: "m", Type: arrow.ListOfField(arrow.Field{Name: "entries", Type: entry, Nullable: tc.nullEntries}), Nullable: true}}, nil)
+			s, err := schema.FromArrow(as)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := array.NewRecordBuilder(memory.DefaultAllocator, as)
+			defer b.Release()
+			lb := b.Field(0).(*array.ListBuilder)
+			sb := lb.ValueBuilder().(*array.StructBuilder)
+			for i := range 20 {
+				lb.Append(true)
+				for k := range 3 {
+					if tc.nullEntries && (i+k)%5 == 0 {
+						sb.AppendNull() // its members too
+						continue
+					}
+					sb.Append(true)
+					if tc.nullKeys && (i+k)%4 == 0 {
+						sb.FieldBuilder(0).AppendNull()
+					} else {
+						sb.FieldBuilder(0).(*array.Int32Builder).Append(int32(k))
+					}
+					sb.FieldBuilder(1).(*array.Int32Builder).Append(int32(i))
+				}
+			}
+			rec := b.NewRecordBatch()
+			defer rec.Release()
+			data, _ := writeFile(t, s, WriterOptions{Version: V2_1}, rec)
+			fields, _ := s.ToProto()
+			fields[0].LogicalType = "map"
+			fields[1].Nullable, fields[2].Nullable = false, false
+			data = rewriteDescriptor(t, data, &filepb.FileDescriptor{Schema: &filepb.Schema{Fields: fields}, Length: 20})
+			r := openBytes(t, data)
+			if _, ok := r.Schema().Fields[0].ArrowType().(*arrow.MapType); !ok {
+				t.Fatalf("relabelled field reads as %s", r.Schema().Fields[0].ArrowType())
+			}
+			_, err = r.Read(context.Background(), topIDs(r.Schema()), 0, 20)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "null") {
+				t.Fatalf("err = %v, want ErrCorrupt naming the nulls", err)
+			}
+		})
 	}
 }
