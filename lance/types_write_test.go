@@ -67,6 +67,33 @@ func TestWriteRefusesMaps(t *testing.T) {
 	}
 }
 
+func TestAddNullColumnsRefusesMaps(t *testing.T) {
+	ctx := context.Background()
+	for _, version := range []string{"2.0", "2.1"} {
+		path := filepath.Join(t.TempDir(), "t.lance")
+		s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}}, nil)
+		rdr, _ := array.NewRecordReader(s, nil)
+		ds, err := lance.Write(ctx, path, rdr, lance.WriteOptions{DataStorageVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32)
+		_, err = ds.AddNullColumns(ctx, []arrow.Field{{Name: "attrs", Type: mt, Nullable: true}})
+		if !errors.Is(err, lance.ErrUnsupported) || !strings.Contains(err.Error(), `"attrs"`) {
+			t.Fatalf("%s: add a map column: %v", version, err)
+		}
+		// The null type and nested fixed-size lists can be added.
+		ff := arrow.FixedSizeListOf(2, arrow.FixedSizeListOf(3, arrow.PrimitiveTypes.Int8))
+		next, err := ds.AddNullColumns(ctx, []arrow.Field{{Name: "n", Type: arrow.Null, Nullable: true}, {Name: "ff", Type: ff, Nullable: true}})
+		if err != nil {
+			t.Fatalf("%s: add null and nested columns: %v", version, err)
+		}
+		if next.Version() != ds.Version()+1 {
+			t.Fatalf("%s: version %d after one schema change from %d", version, next.Version(), ds.Version())
+		}
+	}
+}
+
 func TestWriteNullTypeAndNestedFixedSizeListsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	item := func(t arrow.DataType) arrow.Field { return arrow.Field{Name: "item", Type: t, Nullable: true} }
