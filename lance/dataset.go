@@ -174,8 +174,8 @@ func loadDataset(ctx context.Context, st objstore.Store, key string) (*Dataset, 
 	}
 	sch, err := schema.FromProto(mf.Manifest.GetFields(), mf.Manifest.GetSchemaMetadata())
 	if errors.Is(err, schema.ErrUnsupportedType) {
-		// A valid table with a type lancectx does not model (map, null, nested
-		// fixed-size lists...): not corruption.
+		// A valid table with a type lancectx does not model (a sorted-keys map, an
+		// extension type Lance added later...): not corruption.
 		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, key, err)
 	}
 	if err != nil {

@@ -9,6 +9,13 @@
 // Commits keep fragments in id order, as Lance does (its compaction relies on it), so
 // compacted rows move to the end of the table order.
 //
+// # Types
+//
+// Every type LanceDB writes by default reads as LanceDB reads it, the null type, nested
+// fixed-size lists and (in 2.2 datasets) maps included. Writes take the same types but
+// maps, which Lance stores only in 2.2 files: a write with a map column fails with
+// ErrUnsupported before anything is stored (see file.CheckWritable for the other limits).
+//
 // # Indices
 //
 // LanceDB builds scalar (btree, bitmap, label list), full text (inverted) and vector

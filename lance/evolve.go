@@ -7,8 +7,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lancectx/lancectx/lance/file"
 	"github.com/lancectx/lancectx/lance/format/filepb"
 	"github.com/lancectx/lancectx/lance/format/tablepb"
+	"github.com/lancectx/lancectx/lance/schema"
 	"github.com/lancectx/lancectx/objstore"
 )
 
@@ -40,8 +42,20 @@ func (d *Dataset) AddNullColumns(ctx context.Context, fields []arrow.Field) (*Da
 			return nil, err
 		}
 		next, err := cur.schema.AddFields(add)
+		if errors.Is(err, schema.ErrUnsupportedType) {
+			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
+		}
 		if err != nil {
 			return nil, err
+		}
+		// No data is written now, but every later write must be able to store the
+		// columns: a map in a 2.0 or 2.1 dataset could never get a value (2.2 datasets,
+		// which lancectx does not write, take any).
+		if v, err := cur.fileVersion(); err == nil {
+			fv, _ := file.ParseFormatVersion(v)
+			if err := checkWritable(next, fv); err != nil {
+				return nil, err
+			}
 		}
 		pf, meta := next.ToProto()
 		out, err := commit(ctx, cur.store, cur, &schemaOp{fields: pf, meta: meta, fragments: cur.Fragments()}, commitOptions{})

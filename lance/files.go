@@ -43,6 +43,9 @@ func WriteDataFile(ctx context.Context, st objstore.Store, key string, sch *sche
 		return DataFileInfo{}, err
 	}
 	format, _ := file.ParseFormatVersion(storage)
+	if err := checkWritable(sch, format); err != nil {
+		return DataFileInfo{}, err
+	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {

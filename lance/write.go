@@ -167,6 +167,9 @@ func WriteStore(ctx context.Context, st objstore.Store, rdr array.RecordReader, 
 		return existing.Append(ctx, rdr, opts)
 	}
 	sch, err := schema.FromArrow(rdr.Schema())
+	if errors.Is(err, schema.ErrUnsupportedType) {
+		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +322,10 @@ func writeFragments(ctx context.Context, st objstore.Store, sch *schema.Schema, 
 	if err := checkNoBlobColumns(sch); err != nil {
 		return nil, err
 	}
+	// Before any file: a write of no rows would otherwise commit the schema anyway.
+	if err := checkWritable(sch, opts.format); err != nil {
+		return nil, err
+	}
 	var frags []*tablepb.DataFragment
 	var cur *fileSink
 	fail := func(err error) ([]*tablepb.DataFragment, error) {
@@ -378,6 +385,15 @@ func writeFragments(ctx context.Context, st objstore.Store, sch *schema.Schema, 
 		frags = append(frags, frag)
 	}
 	return frags, nil
+}
+
+// checkWritable refuses a schema with a type lancectx cannot write in format (maps,
+// which Lance stores only in 2.2 files; see file.CheckWritable), naming it.
+func checkWritable(sch *schema.Schema, format file.FormatVersion) error {
+	if err := file.CheckWritable(sch, format); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	return nil
 }
 
 // fileSink is one data file being streamed to the store through a pipe.

@@ -24,6 +24,7 @@ const everyTypeSchema = `{"fields":[` +
 	`{"name":"u16","type":"uint16","nullable":true},` +
 	`{"name":"u32","type":"uint32","nullable":true},` +
 	`{"name":"u64","type":"uint64","nullable":true},` +
+	`{"name":"f16","type":"float16","nullable":true},` +
 	`{"name":"f32","type":"float32","nullable":true},` +
 	`{"name":"f64","type":"float64","nullable":true},` +
 	`{"name":"b","type":"bool","nullable":true},` +
@@ -130,9 +131,9 @@ func TestParseSchemaErrors(t *testing.T) {
 }
 
 func TestFormatSchemaRejectsTypesOutsideSpec(t *testing.T) {
-	s := arrow.NewSchema([]arrow.Field{{Name: "m", Type: arrow.StructOf(arrow.Field{Name: "h", Type: arrow.FixedWidthTypes.Float16})}}, nil)
+	s := arrow.NewSchema([]arrow.Field{{Name: "m", Type: arrow.StructOf(arrow.Field{Name: "h", Type: arrow.FixedWidthTypes.Date64})}}, nil)
 	_, err := FormatSchema(s)
-	if err == nil || !strings.Contains(err.Error(), `field "m.h": type float16 has no schema spec form`) {
+	if err == nil || !strings.Contains(err.Error(), `field "m.h": type date64 has no schema spec form`) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -201,23 +202,23 @@ func TestCanonicalString(t *testing.T) {
 // strings, RFC 3339, dates). everyTypeCanonical is the canonical encoding of the same rows.
 var everyTypeRows = []string{
 	`{"id":"9223372036854775807","i8":-128,"i16":32767,"i32":-2147483648,"u8":255,"u16":65535,"u32":4294967295,"u64":"18446744073709551615",` +
-		`"f32":0.1,"f64":1e21,"b":true,"s":"héllo\n\"x\"","ls":"big","bin":"AQID","lbin":"","d":"2024-02-29",` +
+		`"f16":0.1,"f32":0.1,"f64":1e21,"b":true,"s":"héllo\n\"x\"","ls":"big","bin":"AQID","lbin":"","d":"2024-02-29",` +
 		`"ts_s":"1970-01-01T00:00:01Z","ts_ms":"2024-01-02T03:04:05.123+01:00","ts_us":"2024-01-02T03:04:05.123456Z","ts_ns":"-1",` +
 		`"l":[1,null,3],"ll":["a",""],"fsl":[1.5,"NaN",null],"st":{"x":"x","y":[0.5,null]},"role":"assistant"}`,
-	`{"id":-9223372036854775808,"i8":null,"f32":"-Infinity","f64":-0,"b":false,"s":"","bin":null,"d":-1,"ts_us":1,"l":[],"ll":[],"st":{"x":""},"role":"tool"}`,
-	`{"id":3,"f64":5e-324,"st":null,"fsl":null,"role":"assistant"}`,
+	`{"id":-9223372036854775808,"i8":null,"f16":-65519,"f32":"-Infinity","f64":-0,"b":false,"s":"","bin":null,"d":-1,"ts_us":1,"l":[],"ll":[],"st":{"x":""},"role":"tool"}`,
+	`{"id":3,"f16":6e-8,"f64":5e-324,"st":null,"fsl":null,"role":"assistant"}`,
 }
 
 var everyTypeCanonical = []string{
 	`{"id":"9223372036854775807","i8":-128,"i16":32767,"i32":-2147483648,"u8":255,"u16":65535,"u32":4294967295,"u64":"18446744073709551615",` +
-		`"f32":0.10000000149011612,"f64":1e+21,"b":true,"s":"héllo\n\"x\"","ls":"big","bin":"AQID","lbin":"","d":19782,` +
+		`"f16":0.0999755859375,"f32":0.10000000149011612,"f64":1e+21,"b":true,"s":"héllo\n\"x\"","ls":"big","bin":"AQID","lbin":"","d":19782,` +
 		`"ts_s":"1","ts_ms":"1704161045123","ts_us":"1704164645123456","ts_ns":"-1",` +
 		`"l":[1,null,3],"ll":["a",""],"fsl":[1.5,"NaN",null],"st":{"x":"x","y":[0.5,null]},"role":"assistant"}`,
 	`{"id":"-9223372036854775808","i8":null,"i16":null,"i32":null,"u8":null,"u16":null,"u32":null,"u64":null,` +
-		`"f32":"-Infinity","f64":-0,"b":false,"s":"","ls":null,"bin":null,"lbin":null,"d":-1,` +
+		`"f16":-65504,"f32":"-Infinity","f64":-0,"b":false,"s":"","ls":null,"bin":null,"lbin":null,"d":-1,` +
 		`"ts_s":null,"ts_ms":null,"ts_us":"1","ts_ns":null,"l":[],"ll":[],"fsl":null,"st":{"x":"","y":null},"role":"tool"}`,
 	`{"id":"3","i8":null,"i16":null,"i32":null,"u8":null,"u16":null,"u32":null,"u64":null,` +
-		`"f32":null,"f64":5e-324,"b":null,"s":null,"ls":null,"bin":null,"lbin":null,"d":null,` +
+		`"f16":5.960464477539063e-8,"f32":null,"f64":5e-324,"b":null,"s":null,"ls":null,"bin":null,"lbin":null,"d":null,` +
 		`"ts_s":null,"ts_ms":null,"ts_us":null,"ts_ns":null,"l":null,"ll":null,"fsl":null,"st":null,"role":"assistant"}`,
 }
 
@@ -369,21 +370,21 @@ func TestReadJSONLErrors(t *testing.T) {
 }
 
 func TestReadJSONLRejectsUnsupportedSchema(t *testing.T) {
-	s := arrow.NewSchema([]arrow.Field{{Name: "h", Type: arrow.FixedWidthTypes.Float16}}, nil)
+	s := arrow.NewSchema([]arrow.Field{{Name: "h", Type: arrow.FixedWidthTypes.Date64}}, nil)
 	if _, err := ReadJSONL(strings.NewReader(""), s, 0); err == nil || !strings.Contains(err.Error(), `column "h"`) {
 		t.Fatalf("got %v", err)
 	}
 }
 
 func TestRowsRejectsUnsupportedTypeEvenIfNull(t *testing.T) {
-	b := array.NewFloat16Builder(memory.DefaultAllocator)
+	b := array.NewDate64Builder(memory.DefaultAllocator)
 	defer b.Release()
 	b.AppendNull()
 	col := b.NewArray()
 	defer col.Release()
 	rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "h", Type: col.DataType(), Nullable: true}}, nil), []arrow.Array{col}, 1)
 	defer rec.Release()
-	if _, err := Rows(rec); err == nil || !strings.Contains(err.Error(), `column "h": type float16 has no canonical JSON form`) {
+	if _, err := Rows(rec); err == nil || !strings.Contains(err.Error(), `column "h": type date64 has no canonical JSON form`) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -483,3 +484,47 @@ func FuzzParseJSON(f *testing.F) {
 }
 
 func jsonValid(s string) bool { return json.Valid([]byte(s)) }
+
+// float16 values print as the float64 they equal (subnormals included, which arrow-go's
+// float16.Num.Float32 gets wrong) and numbers round to the nearest float16, ties to even.
+func TestFloat16(t *testing.T) {
+	for _, tc := range []struct {
+		bits uint16
+		text string
+	}{
+		{0x0000, "0"}, {0x8000, "-0"}, {0x3c00, "1"}, {0xc000, "-2"}, {0x3555, "0.333251953125"},
+		{0x7bff, "65504"}, {0x0001, "5.960464477539063e-8"}, {0x03ff, "0.00006097555160522461"},
+		{0x0400, "0.00006103515625"}, {0x7c00, `"Infinity"`}, {0xfc00, `"-Infinity"`}, {0x7e00, `"NaN"`},
+	} {
+		if got := string(appendFloat(nil, halfToFloat64(tc.bits))); got != tc.text {
+			t.Errorf("%#04x prints %s, want %s", tc.bits, got, tc.text)
+		}
+		if tc.text == `"NaN"` {
+			continue
+		}
+		if back := float64ToHalf(halfToFloat64(tc.bits)); back != tc.bits {
+			t.Errorf("%#04x reads back as %#04x", tc.bits, back)
+		}
+	}
+	for h := range 1 << 16 {
+		if f := halfToFloat64(uint16(h)); !math.IsNaN(f) && float64ToHalf(f) != uint16(h) {
+			t.Errorf("%#04x = %v reads back as %#04x", h, f, float64ToHalf(f))
+		}
+	}
+	for _, tc := range []struct {
+		f    float64
+		bits uint16
+	}{
+		{0.1, 0x2e66}, {65519.99, 0x7bff}, {65520, 0x7c00}, {-1e9, 0xfc00}, {math.NaN(), 0x7e00},
+		{0x1p-25, 0x0000},                        // tie between 0 and 2^-24: even
+		{0x1.8p-25, 0x0001}, {0x1.8p-24, 0x0002}, // 1.5 ulp rounds to 2 (even)
+		{1 + 0x1p-11, 0x3c00}, {1 + 0x3p-11, 0x3c02}, // ties to even
+		{1 + 0x1p-11 + 0x1p-40, 0x3c01},                        // just above a tie: up
+		{0x1.ffcp-15, 0x0400}, {0x1.ffcp-15 - 0x1p-40, 0x03ff}, // around the largest subnormal
+		{2047.5, 0x6800}, {2046.5, 0x67fe}, {2048.5, 0x6800}, {math.Copysign(0, -1), 0x8000},
+	} {
+		if got := float64ToHalf(tc.f); got != tc.bits {
+			t.Errorf("%v rounds to %#04x, want %#04x", tc.f, got, tc.bits)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -554,6 +555,11 @@ func appendValue(b array.Builder, dt arrow.DataType, v any) error {
 	case *array.Uint64Builder:
 		n, err := parseUnsigned(v, 64, "uint64")
 		bb.Append(n)
+		return err
+	case *array.Float16Builder:
+		// Rounded from the float64 once (ties to even), as the oracle does.
+		f, err := parseFloat(v)
+		bb.Append(float16.FromBits(float64ToHalf(f)))
 		return err
 	case *array.Float32Builder:
 		// Rounded via float64 on purpose: the oracle does Math.fround(Number(text)), and both sides

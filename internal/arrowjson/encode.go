@@ -71,7 +71,7 @@ func checkEncodable(dt arrow.DataType) error {
 	switch t := dt.(type) {
 	case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type,
 		*arrow.Uint8Type, *arrow.Uint16Type, *arrow.Uint32Type, *arrow.Uint64Type,
-		*arrow.Float32Type, *arrow.Float64Type, *arrow.BooleanType,
+		*arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type, *arrow.BooleanType,
 		*arrow.StringType, *arrow.LargeStringType, *arrow.BinaryType, *arrow.LargeBinaryType,
 		*arrow.Date32Type, *arrow.TimestampType:
 		return nil
@@ -142,6 +142,8 @@ func AppendValue(dst []byte, arr arrow.Array, i int) ([]byte, error) {
 		dst = append(dst, '"')
 		dst = strconv.AppendUint(dst, a.Value(i), 10)
 		return append(dst, '"'), nil
+	case *array.Float16:
+		return appendFloat(dst, halfToFloat64(a.Value(i).Uint16())), nil
 	case *array.Float32:
 		return appendFloat(dst, float64(a.Value(i))), nil
 	case *array.Float64:

@@ -148,6 +148,7 @@ var intTypes = map[string]arrow.DataType{
 }
 
 var simpleTypes = map[string]arrow.DataType{
+	"float16":      arrow.FixedWidthTypes.Float16,
 	"float32":      arrow.PrimitiveTypes.Float32,
 	"float64":      arrow.PrimitiveTypes.Float64,
 	"bool":         arrow.FixedWidthTypes.Boolean,
@@ -361,7 +362,7 @@ func appendType(b []byte, dt arrow.DataType, path string) ([]byte, error) {
 	switch t := dt.(type) {
 	case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type,
 		*arrow.Uint8Type, *arrow.Uint16Type, *arrow.Uint32Type, *arrow.Uint64Type,
-		*arrow.Float32Type, *arrow.Float64Type:
+		*arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type:
 		return appendString(b, dt.Name()), nil
 	case *arrow.BooleanType:
 		return append(b, `"bool"`...), nil

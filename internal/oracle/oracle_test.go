@@ -146,20 +146,21 @@ func TestCanonicalEncodingMatchesLanceDB(t *testing.T) {
 }
 
 // Random bit patterns cover subnormals, huge exponents and every digit count, proving that Go's
-// float text equals JavaScript's for float64 and widened float32; random 64-bit integers check that
+// float text equals JavaScript's for float64 and widened float32 (and float16: the same rounding of
+// input text, ties included, and the same text of every value); random 64-bit integers check that
 // no side rounds them through a double.
 func TestRandomNumbersMatchLanceDB(t *testing.T) {
 	t.Parallel()
 	o := New(t)
 	r := rand.New(rand.NewPCG(1, 2))
-	const spec = `{"fields":[{"name":"f64","type":"float64"},{"name":"f32","type":"float32"},{"name":"i64","type":"int64"},{"name":"u64","type":"uint64"},{"name":"bin","type":"binary"}]}`
+	const spec = `{"fields":[{"name":"f64","type":"float64"},{"name":"f32","type":"float32"},{"name":"f16","type":"float16"},{"name":"i64","type":"int64"},{"name":"u64","type":"uint64"},{"name":"bin","type":"binary"}]}`
 	var rows []string
 	for range 1000 {
 		f64 := math.Float64frombits(r.Uint64())
 		f32 := float64(math.Float32frombits(r.Uint32()))
 		raw := binary.LittleEndian.AppendUint64(nil, r.Uint64())[:r.IntN(9)]
-		rows = append(rows, fmt.Sprintf(`{"f64":%s,"f32":%s,"i64":"%d","u64":"%d","bin":"%s"}`,
-			floatJSON(f64), floatJSON(f32), int64(r.Uint64()), r.Uint64(), base64.StdEncoding.EncodeToString(raw)))
+		rows = append(rows, fmt.Sprintf(`{"f64":%s,"f32":%s,"f16":%s,"i64":"%d","u64":"%d","bin":"%s"}`,
+			floatJSON(f64), floatJSON(f32), floatJSON(randomHalfInput(r)), int64(r.Uint64()), r.Uint64(), base64.StdEncoding.EncodeToString(raw)))
 	}
 	rec := goBatch(t, spec, rows)
 	want, err := arrowjson.Rows(rec)
@@ -175,6 +176,47 @@ func TestRandomNumbersMatchLanceDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	diffRows(t, got, want)
+	// The same rows as text: the oracle parses (and rounds) them itself.
+	path = tablePath(t, "numbers_text")
+	if _, err := o.Create(path, []byte(spec), rows, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = o.Read(path, ReadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	diffRows(t, got, want)
+}
+
+// randomHalfInput is a number to store in a float16 column, all of them needing care: a
+// float16 value (subnormals included), the midpoint between two (a tie), or a value close
+// to either; both sides must round it to the same float16.
+func randomHalfInput(r *rand.Rand) float64 {
+	half := func(h uint16) float64 { // exact value of binary16 bits h (finite)
+		exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
+		v := math.Ldexp(frac, -24)
+		if exp > 0 {
+			v = math.Ldexp(1024+frac, exp-25)
+		}
+		if h&0x8000 != 0 {
+			v = -v
+		}
+		return v
+	}
+	h := uint16(r.Uint32()) &^ 0x7c00
+	h |= uint16(r.IntN(31)) << 10 // any exponent but the infinities'
+	lo, hi := half(h), half(h+1)
+	if h&0x7fff == 0x7bff {
+		hi = math.Copysign(65536, lo) // the value beyond the largest float16
+	}
+	switch r.IntN(4) {
+	case 0:
+		return lo
+	case 1:
+		return (lo + hi) / 2
+	case 2:
+		return math.Nextafter((lo+hi)/2, lo)
+	}
+	return math.Nextafter((lo+hi)/2, hi)
 }
 
 // floatJSON writes any float as JSON input (Go's own shortest form, which arrowjson accepts).

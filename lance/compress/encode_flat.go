@@ -78,6 +78,53 @@ func EncodeMiniBlockFSL(data []byte, itemValidity []byte, itemBits, dim, rows in
 	return mb
 }
 
+// EncodeMiniBlockNestedFSL stores rows nested fixed-size lists, as LanceDB 0.31 writes
+// fixed_size_list<fixed_size_list<T, d1>, d0>: dims are the lengths of the levels,
+// outermost first; data is the rows' items back to back (itemBits bits each, 1 = an
+// LSB-first bitmap); validity[i], when not nil, is the validity bitmap of level i's
+// children (rows*dims[0]*...*dims[i] bits) and makes that level has_validity. Every
+// chunk holds, outermost first, the bitmaps of the levels with validity sliced to start
+// at bit 0, then the items: the layout the fixed-size-list mini-block decoder reads.
+func EncodeMiniBlockNestedFSL(data []byte, validity [][]byte, itemBits int, dims []int, rows int) *EncodedMiniBlock {
+	per := make([]int, len(dims))
+	items := 1
+	for i, d := range dims {
+		items *= d
+		per[i] = items
+	}
+	bpw, vpw := encFixedWord(itemBits * items)
+	est := bpw
+	enc := encMsgFlat(uint64(itemBits))
+	nbuf := 1
+	for i := len(dims) - 1; i >= 0; i-- {
+		has := validity[i] != nil
+		if has {
+			est += (per[i] + 7) / 8 * vpw
+			nbuf++
+		}
+		enc = encMsgFSL(uint64(dims[i]), has, enc)
+	}
+	perChunk := encValsPerChunk(est, vpw)
+	mb := &EncodedMiniBlock{Encoding: enc, NumBuffers: nbuf}
+	for start := 0; start < rows; start += perChunk {
+		cnt := min(perChunk, rows-start)
+		var bufs [][]byte
+		for i := range dims {
+			if validity[i] != nil {
+				bufs = append(bufs, encBitSlice(validity[i], start*per[i], cnt*per[i]))
+			}
+		}
+		first, n := start*items, cnt*items
+		if itemBits%8 != 0 && (first*itemBits)%8 != 0 {
+			bufs = append(bufs, encBitSlice(data, first, n))
+		} else {
+			bufs = append(bufs, data[first*itemBits/8:(first*itemBits+n*itemBits+7)/8])
+		}
+		mb.Chunks = append(mb.Chunks, EncodedChunk{N: cnt, Buffers: bufs})
+	}
+	return mb
+}
+
 // encBitSlice copies n bits of an LSB-first bitmap starting at bit off into a new
 // bitmap starting at bit 0.
 func encBitSlice(src []byte, off, n int) []byte {

@@ -52,11 +52,13 @@ func (r *Reader) newDecoder(f *schema.Field, bud *budget) (decoder, error) {
 		d.offs = append(d.offs, 0)
 		return d, nil
 	case *arrow.FixedSizeListType:
-		w, ok := valueWidth(tt.Elem())
-		if !ok {
-			return nil, fmt.Errorf("%w: fixed_size_list of %s", ErrUnsupportedEncoding, tt.Elem())
+		acc, err := newFSLAcc(tt, bud)
+		if err != nil {
+			return nil, err
 		}
-		return &leafDecoder{pages: pageSource{r: r, col: col}, acc: &fslAcc{bud: bud, typ: tt, dim: int(tt.Len()), width: w}}, nil
+		return &leafDecoder{pages: pageSource{r: r, col: col}, acc: acc}, nil
+	case *arrow.NullType:
+		return &leafDecoder{pages: pageSource{r: r, col: col}, acc: &nullAcc{bud: bud}}, nil
 	case *arrow.DictionaryType:
 		kw, ok := valueWidth(tt.IndexType)
 		if !ok {
@@ -512,103 +514,6 @@ func (v *validity) buffer() *memory.Buffer {
 		return nil
 	}
 	return memory.NewBufferBytes(v.bits.bytes())
-}
-
-// fslAcc decodes fixed_size_list<fixed-width, dim>.
-type fslAcc struct {
-	bud    *budget
-	typ    *arrow.FixedSizeListType
-	dim    int
-	width  int
-	values []byte
-	bools  bitmap
-	items  validity
-	rows   validity
-	expect int
-}
-
-func (c *fslAcc) reserve(n int) { c.expect += n }
-
-func (c *fslAcc) appendPage(p *pageInfo, bufs [][]byte, _ *any, a, b int) error {
-	n, err := pageRows(p)
-	if err != nil {
-		return err
-	}
-	if uint64(n)*uint64(c.dim) > math.MaxInt32*64 {
-		return corruptf(-1, "fixed_size_list page of %d x %d items", n, c.dim)
-	}
-	pe, err := p.encoding()
-	if err != nil {
-		return err
-	}
-	vals, rowValid, allNull, err := nullable(pe, bufs, n)
-	if err != nil {
-		return err
-	}
-	cnt := b - a
-	ia, icnt := a*c.dim, cnt*c.dim
-	if err := c.bud.take(icnt*max(c.width, 1) + icnt/8); err != nil {
-		return err
-	}
-	if allNull {
-		if c.width == 0 {
-			c.bools.appendConst(false, icnt)
-		} else {
-			c.values = append(c.values, make([]byte, icnt*c.width)...)
-		}
-		c.items.appendValid(icnt)
-		c.rows.appendNulls(cnt)
-		return nil
-	}
-	fsl := vals.GetFixedSizeList()
-	if fsl == nil {
-		return unsupported(vals, "fixed_size_list")
-	}
-	if int(fsl.GetDimension()) != c.dim {
-		return corruptf(-1, "fixed_size_list page of dimension %d, field has %d", fsl.GetDimension(), c.dim)
-	}
-	if fsl.GetItems() == nil {
-		return corruptf(-1, "fixed_size_list without items")
-	}
-	items, itemValid, itemsAllNull, err := nullable(fsl.GetItems(), bufs, n*c.dim)
-	if err != nil {
-		return err
-	}
-	if itemsAllNull {
-		if c.width == 0 {
-			c.bools.appendConst(false, icnt)
-		} else {
-			c.values = append(c.values, make([]byte, icnt*c.width)...)
-		}
-		c.items.appendNulls(icnt)
-	} else {
-		bits := uint64(c.width * 8)
-		if c.width == 0 {
-			bits = 1
-		}
-		data, err := flatBuf(items, bufs, bits, n*c.dim)
-		if err != nil {
-			return err
-		}
-		if c.width == 0 {
-			c.bools.appendBits(data, ia, icnt)
-		} else {
-			c.values = appendValues(c.values, data[ia*c.width:(ia+icnt)*c.width], c.rows.n+cnt, c.expect, c.dim*c.width)
-		}
-		c.items.appendBitmap(itemValid, ia, icnt)
-	}
-	c.rows.appendBitmap(rowValid, a, cnt)
-	return nil
-}
-
-func (c *fslAcc) finish() (arrow.ArrayData, error) {
-	data := c.values
-	if c.width == 0 {
-		data = c.bools.bytes()
-	}
-	child := array.NewData(c.typ.Elem(), c.items.n, []*memory.Buffer{c.items.buffer(), memory.NewBufferBytes(data)}, nil, c.items.nulls, 0)
-	defer child.Release()
-	return array.NewData(c.typ, c.rows.n, []*memory.Buffer{c.rows.buffer()}, []arrow.ArrayData{child}, c.rows.nulls, 0), nil
 }
 
 // binAcc decodes utf8/binary (32- or 64-bit offsets) from Binary pages, Lance's

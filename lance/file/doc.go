@@ -1,5 +1,7 @@
-// Package file reads Lance data files in file formats 2.0, 2.1 and 2.2 and writes 2.0,
-// over arrow-go arrays.
+// Package file reads Lance data files in file formats 2.0, 2.1 and 2.2 and writes 2.0
+// and 2.1 (write21.go), over arrow-go arrays. The Writer refuses, before writing anything,
+// the fields it cannot write in the format asked for (maps, which Lance stores only in
+// 2.2 files; see CheckWritable).
 //
 // # Layout
 //
@@ -16,6 +18,9 @@
 //   - fixed-width values (ints, floats, bool, temporal, decimal, fixed_size_binary):
 //     nullable{no_nulls|some_nulls|all_nulls} around flat{bits_per_value};
 //   - fixed_size_list<T,N>: the same wrapper around fixed_size_list{N, items: nullable{flat}};
+//     nested fixed-size lists (fixed_size_list<fixed_size_list<T,M>,N>) one such wrapper
+//     per level, each level's validity its own buffer;
+//   - the null type: nullable{all_nulls} pages without buffers;
 //   - utf8/binary (and large_*): binary{indices: u64 end offsets, bytes, null_adjustment};
 //   - dictionary<K, utf8|binary>, logical type "dict:string:int8:false": Lance's
 //     "already dictionary" layout, dictionary{indices: flat K, items: binary}, with one
@@ -48,7 +53,7 @@
 // # Reading 2.1 and 2.2
 //
 // Files with footer version 2.1 or 2.2 (what LanceDB 0.31 writes by default) are read
-// too; the writer only writes 2.0. In these formats only leaf fields own a column (a
+// too (and 2.1 written, write21.go). In these formats only leaf fields own a column (a
 // fixed_size_list of primitives and a packed struct are one leaf; struct and list
 // parents own none, so DataFile.fields lists the leaves), and every page is a
 // lance.encodings21.PageLayout carrying the leaf's repetition and definition levels,
@@ -76,6 +81,12 @@
 // returns the descriptors (with the blob's nulls). Resolving them to bytes (the data
 // file, sidecar files, external URIs) is the dataset layer's job. ColumnField maps a
 // column index (the manifest's DataFile.column_indices) to the field it holds.
+//
+// Types that need more than a leaf of values: a map (2.2 files; Lance refuses maps in
+// earlier versions) is stored as list<struct<key, value>> and read back as an Arrow map
+// (map21.go); nested fixed-size lists are one leaf whose values carry a validity bitmap
+// per level (has_validity); a null-type column is constant all-null pages, read as an
+// Arrow Null array.
 //
 // The values are decompressed by package compress (bitpacking, FSST, dictionary, RLE,
 // byte-stream-split, zstd/lz4, packed structs...); plain values are read in place. The

@@ -53,15 +53,13 @@ func newEncoder(f *schema.Field, col *int) (encoder, error) {
 		}
 		return &listEncoder{col: c, large: t.ID() == arrow.LARGE_LIST, child: child}, nil
 	case *arrow.FixedSizeListType:
-		w, ok := valueWidth(tt.Elem())
-		if !ok {
-			return nil, fmt.Errorf("lance file: field %q: unsupported fixed_size_list item type %s", f.Name, tt.Elem())
-		}
-		return &fslEncoder{col: c, dim: int(tt.Len()), width: w}, nil
+		return newFSLEncoder(c, f, tt)
+	case *arrow.NullType:
+		return &nullEncoder{col: c}, nil
 	case *arrow.DictionaryType:
 		kw, ok := valueWidth(tt.IndexType)
 		if !ok {
-			return nil, fmt.Errorf("lance file: field %q: unsupported dictionary index %s", f.Name, tt.IndexType)
+			return nil, errWriteType(f, V2_0, "unsupported dictionary index")
 		}
 		return &dictEncoder{col: c, keyWidth: kw, maxItems: maxDictItems(tt.IndexType)}, nil
 	case *arrow.StringType, *arrow.BinaryType, *arrow.LargeStringType, *arrow.LargeBinaryType:
@@ -69,7 +67,7 @@ func newEncoder(f *schema.Field, col *int) (encoder, error) {
 	}
 	w, ok := valueWidth(t)
 	if !ok {
-		return nil, fmt.Errorf("lance file: field %q: unsupported type %s", f.Name, t)
+		return nil, errWriteType(f, V2_0, "no encoding for it")
 	}
 	return &fixedEncoder{col: c, width: w}, nil
 }
@@ -215,8 +213,10 @@ func sameShape(want, got arrow.DataType) bool {
 	case *arrow.LargeListType:
 		return sameShape(w.Elem(), got.(*arrow.LargeListType).Elem())
 	case *arrow.FixedSizeListType:
+		// Item nullability is not stored (every level reads back nullable): compare
+		// lengths and item types level by level.
 		g := got.(*arrow.FixedSizeListType)
-		return w.Len() == g.Len() && arrow.TypeEqual(w.Elem(), g.Elem())
+		return w.Len() == g.Len() && sameShape(w.Elem(), g.Elem())
 	case *arrow.DictionaryType:
 		g := got.(*arrow.DictionaryType)
 		return arrow.TypeEqual(w.IndexType, g.IndexType) && arrow.TypeEqual(w.ValueType, g.ValueType)
@@ -287,37 +287,78 @@ func (e *fixedEncoder) flush(w *Writer) error {
 
 func (e *fixedEncoder) finish(w *Writer) error { return e.flush(w) }
 
-// ---- fixed_size_list<fixed-width, N> ----
+// ---- fixed_size_list<fixed-width, N>, possibly nested ----
 
+// fslEncoder writes fixed_size_list<T, d> as nullable{fixed_size_list{d, items:
+// nullable{flat}}}, and nested fixed-size lists as LanceDB 0.31 does: one
+// nullable{fixed_size_list} per level, the buffers being the row validity, each level's
+// validity (when it has nulls) and the items.
 type fslEncoder struct {
-	col    int
-	dim    int
-	width  int
+	col int
+	// dims are the lengths from the field's level inwards; per[i] is the children of
+	// level i per row.
+	dims   []int
+	per    []int
+	width  int // item bytes; 0 = bool
 	values []byte
 	bools  bitmap
-	items  validity
-	rows   validity
+	// valid[i] is the validity of level i's children.
+	valid []validity
+	rows  validity
+}
+
+func newFSLEncoder(col int, f *schema.Field, t *arrow.FixedSizeListType) (*fslEncoder, error) {
+	if _, ok := schema.FixedSizeListItems(t); !ok {
+		return nil, errWriteType(f, V2_0, "items are not fixed-width values")
+	}
+	e := &fslEncoder{col: col}
+	var dt arrow.DataType = t
+	per := 1
+	for {
+		l, ok := dt.(*arrow.FixedSizeListType)
+		if !ok {
+			break
+		}
+		per *= int(l.Len())
+		e.dims, e.per = append(e.dims, int(l.Len())), append(e.per, per)
+		dt = l.Elem()
+	}
+	w, ok := valueWidth(dt)
+	if !ok {
+		return nil, errWriteType(f, V2_0, "items are not fixed-width values")
+	}
+	e.width, e.valid = w, make([]validity, len(e.dims))
+	return e, nil
 }
 
 func (e *fslEncoder) append(w *Writer, arr arrow.Array, parentValid []byte) error {
 	d := arr.Data()
 	n := d.Len()
-	child := d.Children()[0]
-	coff := child.Offset() + d.Offset()*e.dim
-	cn := n * e.dim
-	if e.width == 0 {
-		e.bools.appendBits(bufBytes(child, 1), coff, cn)
-	} else {
-		e.values = appendGrow(e.values, bufBytes(child, 1)[coff*e.width:(coff+cn)*e.width], w.limit)
+	// Walk down the levels: the children of physical entry p of a level are entries
+	// child.Offset() + p*dim .. of the level below.
+	cur, start, cnt := d, d.Offset(), n
+	for i, dim := range e.dims {
+		child := cur.Children()[0]
+		start, cnt = child.Offset()+start*dim, cnt*dim
+		e.valid[i].appendBitmap(nullBits(child), start, cnt)
+		cur = child
 	}
-	e.items.appendBitmap(nullBits(child), coff, cn)
+	if e.width == 0 {
+		e.bools.appendBits(bufBytes(cur, 1), start, cnt)
+	} else {
+		e.values = appendGrow(e.values, bufBytes(cur, 1)[start*e.width:(start+cnt)*e.width], w.limit)
+	}
 	v, voff := rowValidity(d, parentValid)
 	e.rows.appendBitmap(v, voff, n)
 	return nil
 }
 
 func (e *fslEncoder) buffered() int {
-	return len(e.values) + len(e.bools.buf) + len(e.items.bits.buf) + len(e.rows.bits.buf)
+	n := len(e.values) + len(e.bools.buf) + len(e.rows.bits.buf)
+	for i := range e.valid {
+		n += len(e.valid[i].bits.buf)
+	}
+	return n
 }
 
 func (e *fslEncoder) bufferedTotal() int { return e.buffered() }
@@ -343,34 +384,76 @@ func (e *fslEncoder) flush(w *Writer) error {
 	if e.rows.nulls == n {
 		err = w.writePage(e.col, uint64(n), encAllNulls())
 	} else {
+		// Buffers outermost first: row validity, each level's validity, the items.
 		var bufs [][]byte
-		var rowValid *[]byte
 		if e.rows.nulls > 0 {
 			bufs = append(bufs, e.rows.bits.bytes())
-			rowValid = &bufs[0]
 		}
-		next := uint32(len(bufs))
-		var items = encNoNulls(encFlat(bits, next))
-		if e.items.nulls > 0 {
-			items = encSomeNulls(encFlat(1, next), encFlat(bits, next+1))
-			bufs = append(bufs, e.items.bits.bytes())
+		validAt := make([]uint32, len(e.dims))
+		for i := range e.valid {
+			if e.valid[i].nulls > 0 {
+				validAt[i] = uint32(len(bufs))
+				bufs = append(bufs, e.valid[i].bits.bytes())
+			}
 		}
+		enc := encFlat(bits, uint32(len(bufs)))
 		bufs = append(bufs, data)
-		values := encFSL(uint32(e.dim), items)
-		enc := encNoNulls(values)
-		if rowValid != nil {
-			enc = encSomeNulls(encFlat(1, 0), values)
+		for i := len(e.dims) - 1; i >= 0; i-- {
+			if e.valid[i].nulls > 0 {
+				enc = encSomeNulls(encFlat(1, validAt[i]), enc)
+			} else {
+				enc = encNoNulls(enc)
+			}
+			enc = encFSL(uint32(e.dims[i]), enc)
+		}
+		if e.rows.nulls > 0 {
+			enc = encSomeNulls(encFlat(1, 0), enc)
+		} else {
+			enc = encNoNulls(enc)
 		}
 		err = w.writePage(e.col, uint64(n), enc, bufs...)
 	}
 	e.values = e.values[:0]
 	e.bools.reset()
-	e.items.reset()
+	for i := range e.valid {
+		e.valid[i].reset()
+	}
 	e.rows.reset()
 	return err
 }
 
 func (e *fslEncoder) finish(w *Writer) error { return e.flush(w) }
+
+// ---- the null type ----
+
+// nullEncoder writes a null-type column as LanceDB does: nullable{all_nulls} pages
+// without buffers.
+type nullEncoder struct {
+	col  int
+	rows int
+}
+
+func (e *nullEncoder) append(_ *Writer, arr arrow.Array, _ []byte) error {
+	e.rows += arr.Len()
+	return nil
+}
+
+func (e *nullEncoder) bufferedTotal() int { return 0 }
+
+// maybeFlush writes nothing: a null column buffers no bytes, so only the writer's row
+// cuts (PageRows) and the end of the file cut its pages, which LanceDB also writes long.
+func (e *nullEncoder) maybeFlush(*Writer, int) error { return nil }
+
+func (e *nullEncoder) flush(w *Writer) error {
+	if e.rows == 0 {
+		return nil
+	}
+	err := w.writePage(e.col, uint64(e.rows), encAllNulls())
+	e.rows = 0
+	return err
+}
+
+func (e *nullEncoder) finish(w *Writer) error { return e.flush(w) }
 
 // ---- utf8 / binary / large_utf8 / large_binary ----
 

@@ -61,7 +61,8 @@ var ErrUnsupportedVersion = errors.New("lance file: unsupported format version")
 
 // ErrUnsupportedEncoding is wrapped when a page or column uses an encoding this package
 // does not decode (2.0 fsst, bitpacking and compressed buffers, blob columns, the 2.3
-// sparse layout...); the message names it.
+// sparse layout...), and when the Writer is given a field it cannot encode in the
+// format asked for (maps, see CheckWritable); the message names it.
 var ErrUnsupportedEncoding = errors.New("lance file: unsupported encoding")
 
 // CorruptionError locates corrupt input: Offset is the file offset of the bad structure

@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -126,6 +127,29 @@ func TestLanceDBSeedFiles(t *testing.T) {
 	for i := range 24 {
 		if id.Value(i) != int64(i) || nn.Value(i) != int32(3*i) {
 			t.Fatalf("row %d: id %d nn_i32 %d", i, id.Value(i), nn.Value(i))
+		}
+	}
+	// filecheck.mjs nestedTable: the null type and nested fixed-size lists.
+	nb, err := os.ReadFile(filepath.Join("testdata", "lancedb", "nested24.lance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr := openBytes(t, nb)
+	nrec, err := nr.Read(context.Background(), topIDs(nr.Schema()), 0, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nrec.Release()
+	if err := validateRecord(nrec); err != nil {
+		t.Fatal(err)
+	}
+	rows := canonRows(t, nrec)
+	for i, want := range map[int]string{
+		0: `{"fb":[[null,true,true,true,null],[null,false,false,false,null]],"ff":[[0,0],null,[2,0]],"ffn":[[0,-0],[0.5,-0.25]],"id":0,"n":null,"sn":{"a":null,"n":null}}`,
+		3: `{"fb":null,"ff":[[30,-3],null,[32,null]],"ffn":[[3,-3],[3.5,-3.25]],"id":3,"n":null,"sn":{"a":null,"n":null}}`,
+	} {
+		if got, _ := json.Marshal(rows[i]); string(got) != want {
+			t.Errorf("nested24 row %d: %s, want %s", i, got, want)
 		}
 	}
 	d, err := os.ReadFile(filepath.Join("testdata", "lancedb", "dict40.lance"))

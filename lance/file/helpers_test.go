@@ -23,7 +23,8 @@ import (
 // canonValue renders value i of arr in the canonical JSON form shared with
 // tests/interop/filecheck.mjs: null, numbers for <=32-bit ints and floats, decimal
 // strings for 64-bit ints and timestamps, days for date32, base64 for binary, arrays
-// for lists, objects for structs, the decoded value for dictionaries.
+// for lists, objects for structs, the decoded value for dictionaries, null for the null
+// type.
 //
 // A null struct row renders as the struct a 2.0 file stores: its nullable members null,
 // its other members as they are.
@@ -40,7 +41,8 @@ func canonValue(arr arrow.Array, i int) any {
 		}
 		return out
 	}
-	if arr.IsNull(i) {
+	// arrow-go's Null arrays have no validity bitmap: IsNull says false.
+	if arr.IsNull(i) || arr.DataType().ID() == arrow.NULL {
 		return nil
 	}
 	switch a := arr.(type) {
@@ -373,6 +375,8 @@ func (g *gen) value(b array.Builder, t arrow.DataType) {
 				g.value(bb.ValueBuilder(), ft.Elem())
 			}
 		}
+	case *array.NullBuilder:
+		bb.AppendNull()
 	case *array.StructBuilder:
 		bb.Append(true)
 		st := t.(*arrow.StructType)

@@ -149,7 +149,7 @@ func TestInteropReadLanceDBFiles(t *testing.T) {
 	if err := json.Unmarshal(runFilecheck(t, "write", dir), &tables); err != nil {
 		t.Fatalf("parse node output: %v", err)
 	}
-	for _, name := range []string{"types", "dict", "multipage"} {
+	for _, name := range []string{"types", "dict", "multipage", "nested"} {
 		t.Run(name, func(t *testing.T) {
 			want := tables[name].Rows
 			if len(want) == 0 {
@@ -239,6 +239,26 @@ func TestInteropReadLanceDBFiles(t *testing.T) {
 				}
 				compareRows(t, "types take", canonRows(t, took), wt)
 				took.Release()
+			case "nested":
+				// The null type is an all-null page; nested fixed-size lists nest
+				// nullable{fixed_size_list} once per level.
+				requireEncoding(t, r, s.Field("n").ID, "nullable")
+				requireEncoding(t, r, s.Field("ff").ID, "nullable")
+				if got := s.Field("ff").ArrowType().String(); got != "fixed_size_list<item: fixed_size_list<item: int32, nullable>[2], nullable>[3]" {
+					t.Errorf("ff is %s", got)
+				}
+				rows := []uint64{0, 2, 3, 7, 199, 200}
+				took, err := r.Take(context.Background(), topIDs(s), rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wt []map[string]any
+				for _, i := range rows {
+					wt = append(wt, want[i])
+				}
+				compareRows(t, "nested take", canonRows(t, took), wt)
+				took.Release()
+				compareRows(t, "nested range", readAll(t, r, topIDs(s), 5, 77), want[5:77])
 			case "multipage":
 				for _, col := range []string{"content", "role"} {
 					if n := r.NumPages(s.Field(col).ID); n < 2 {

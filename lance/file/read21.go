@@ -134,7 +134,7 @@ func (r *Reader) newDecoder21(f *schema.Field, bud *budget) (decoder, error) {
 		path = append(path, n)
 		if !isLeaf21(n) {
 			switch n.Type.ID() {
-			case arrow.STRUCT, arrow.LIST, arrow.LARGE_LIST:
+			case arrow.STRUCT, arrow.LIST, arrow.LARGE_LIST, arrow.MAP:
 			default:
 				return fmt.Errorf("%w: nested type %s", ErrUnsupportedEncoding, n.Type)
 			}
@@ -155,8 +155,7 @@ func (r *Reader) newDecoder21(f *schema.Field, bud *budget) (decoder, error) {
 		l.levels.layers = make([]colLayer, len(path))
 		for t, node := range path {
 			k := len(path) - 1 - t
-			list := node.Type.ID() == arrow.LIST || node.Type.ID() == arrow.LARGE_LIST
-			l.shape[k] = list && !isLeaf21(node)
+			l.shape[k] = isList21(node.Type) && !isLeaf21(node)
 			if _, ok := d.owner[node]; !ok {
 				d.owner[node] = l
 			}
@@ -225,12 +224,19 @@ func (d *field21Decoder) build(node *schema.Field, t int) (arrow.ArrayData, erro
 			}
 		}
 		return array.NewData(node.ArrowType(), cl.n, []*memory.Buffer{cl.valid.buffer()}, kids, cl.valid.nulls, 0), nil
-	case arrow.LIST, arrow.LARGE_LIST:
+	case arrow.LIST, arrow.LARGE_LIST, arrow.MAP:
 		child, err := d.build(node.Children[0], t+1)
 		if err != nil {
 			return nil, err
 		}
 		defer child.Release()
+		if m, ok := node.ArrowType().(*arrow.MapType); ok {
+			// The entries under arrow-go's names (see mapEntries).
+			if child, err = mapEntries(m, child); err != nil {
+				return nil, err
+			}
+			defer child.Release()
+		}
 		if len(cl.offs) != cl.n {
 			return nil, corruptf(-1, "list %q: %d offsets for %d lists", node.Name, len(cl.offs), cl.n)
 		}

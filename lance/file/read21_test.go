@@ -35,6 +35,13 @@ func canon21(arr arrow.Array, i int) any {
 			out[st.Field(k).Name] = canon21(a.Field(k), i)
 		}
 		return out
+	case *array.Map: // the list of its entry structs
+		s, e := a.ValueOffsets(i)
+		out := []any{}
+		for k := s; k < e; k++ {
+			out = append(out, canon21(a.ListValues(), int(k)))
+		}
+		return out
 	case *array.List:
 		s, e := a.ValueOffsets(i)
 		out := []any{}
@@ -263,7 +270,7 @@ func TestRead21LanceDB(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			want := lancedb21(t, dir, v)
-			names := []string{"prims", "nested", "fullzip", "multipage", "biglists"}
+			names := []string{"prims", "nested", "fullzip", "multipage", "biglists", "types"}
 			if v == "2.2" {
 				names = append(names, "packedvar")
 			}
@@ -375,6 +382,14 @@ func checkLayouts21(t *testing.T, name, version string, tb *table21) {
 		}
 	case "packedvar":
 		has(leaf("pv"), "full_zip")
+	case "types":
+		has(leaf("n"), "constant")
+		has(leaf("ff"), "mini_block")
+		has(leaf("fb"), "mini_block")
+		if version == "2.2" {
+			has(leaf("m", "entries", "key"), "mini_block")
+			has(leaf("mn", "entries", "value"), "mini_block")
+		}
 	case "biglists":
 		mp := parsed21(t, r, leaf("big", "item"))
 		spanning := false
@@ -426,7 +441,7 @@ func shapeOf(s *schema.Schema, id int32) []bool {
 		if p := find(f, nil); p != nil {
 			shape := make([]bool, len(p))
 			for i, n := range p {
-				shape[len(p)-1-i] = !isLeaf21(n) && (n.Type.ID() == arrow.LIST || n.Type.ID() == arrow.LARGE_LIST)
+				shape[len(p)-1-i] = !isLeaf21(n) && isList21(n.Type)
 			}
 			return shape
 		}

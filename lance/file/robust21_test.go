@@ -12,8 +12,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	pb21 "github.com/lancectx/lancectx/lance/format/encodings21pb"
 	"github.com/lancectx/lancectx/lance/format/filepb"
+	"github.com/lancectx/lancectx/lance/schema"
 )
 
 // The checked-in LanceDB 2.1/2.2 files (testdata/lancedb21, regenerate with
@@ -203,6 +208,25 @@ func TestRead21StructuralDamageIsCorrupt(t *testing.T) {
 			binary.LittleEndian.PutUint64(d[o+8:], 7<<16) // definition level 7 of 1
 			binary.LittleEndian.PutUint64(d[o+16:], 0)
 		}},
+		{"nested fixed-size list validity size", "types21", []string{"ff"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			// First chunk: level count, definition size, then the value buffer sizes:
+			// the outer level's validity, the inner level's, the items.
+			binary.LittleEndian.PutUint16(d[o+4:], 0)
+		}},
+		{"nested fixed-size list items size", "types22", []string{"fb"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			// 2.2 large chunks: u32 sizes.
+			binary.LittleEndian.PutUint32(d[o+16:], binary.LittleEndian.Uint32(d[o+16:])+8)
+		}},
+		{"map level count", "types22", []string{"m", "entries", "key"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, 1)
+			binary.LittleEndian.PutUint32(d[o:], binary.LittleEndian.Uint32(d[o:])+3)
+		}},
+		{"map repetition index", "types22", []string{"mn", "entries", "value"}, func(d []byte, p *pageInfo) {
+			o, _ := buf(p, len(p.bufs)-1)
+			binary.LittleEndian.PutUint64(d[o:], binary.LittleEndian.Uint64(d[o:])+1)
+		}},
 		{"constant page levels", "nested21", []string{"allnull_list", "item"}, func(d []byte, p *pageInfo) {
 			o, _ := buf(p, 0)
 			binary.LittleEndian.PutUint16(d[o:], 0) // the first level no longer starts a row
@@ -336,5 +360,66 @@ func TestRead21UnsupportedSchemasAreNamed(t *testing.T) {
 		if !errors.Is(err, ErrUnsupportedEncoding) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// TestRead21NullMapKeysAreCorrupt: a map whose levels say some keys or entries are null
+// is corruption, not a panic: Arrow maps cannot hold them (arrow-go panics building
+// one). The file is a list<struct<key, value>> with null keys and null entries written
+// by the 2.1 writer, then relabelled a map in its schema.
+func TestRead21NullMapKeysAreCorrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		nullKeys, nullEntries bool
+	}{
+		{"null keys", true, false},
+		{"null entries", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entry := arrow.StructOf(
+				arrow.Field{Name: "key", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+				arrow.Field{Name: "value", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+			)
+			as := arrow.NewSchema([]arrow.Field{{Name: "m", Type: arrow.ListOfField(arrow.Field{Name: "entries", Type: entry, Nullable: tc.nullEntries}), Nullable: true}}, nil)
+			s, err := schema.FromArrow(as)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := array.NewRecordBuilder(memory.DefaultAllocator, as)
+			defer b.Release()
+			lb := b.Field(0).(*array.ListBuilder)
+			sb := lb.ValueBuilder().(*array.StructBuilder)
+			for i := range 20 {
+				lb.Append(true)
+				for k := range 3 {
+					if tc.nullEntries && (i+k)%5 == 0 {
+						sb.AppendNull() // its members too
+						continue
+					}
+					sb.Append(true)
+					if tc.nullKeys && (i+k)%4 == 0 {
+						sb.FieldBuilder(0).AppendNull()
+					} else {
+						sb.FieldBuilder(0).(*array.Int32Builder).Append(int32(k))
+					}
+					sb.FieldBuilder(1).(*array.Int32Builder).Append(int32(i))
+				}
+			}
+			rec := b.NewRecordBatch()
+			defer rec.Release()
+			data, _ := writeFile(t, s, WriterOptions{Version: V2_1}, rec)
+			fields, _ := s.ToProto()
+			fields[0].LogicalType = "map"
+			fields[1].Nullable, fields[2].Nullable = false, false
+			data = rewriteDescriptor(t, data, &filepb.FileDescriptor{Schema: &filepb.Schema{Fields: fields}, Length: 20})
+			r := openBytes(t, data)
+			if _, ok := r.Schema().Fields[0].ArrowType().(*arrow.MapType); !ok {
+				t.Fatalf("relabelled field reads as %s", r.Schema().Fields[0].ArrowType())
+			}
+			_, err = r.Read(context.Background(), topIDs(r.Schema()), 0, 20)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "null") {
+				t.Fatalf("err = %v, want ErrCorrupt naming the nulls", err)
+			}
+		})
 	}
 }

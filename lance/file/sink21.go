@@ -38,11 +38,9 @@ func newValueSink(f *schema.Field, bud *budget) (valueSink, error) {
 	t := f.ArrowType()
 	switch tt := t.(type) {
 	case *arrow.FixedSizeListType:
-		w, ok := valueWidth(tt.Elem())
-		if !ok {
-			return nil, fmt.Errorf("%w: fixed_size_list of %s", ErrUnsupportedEncoding, tt.Elem())
-		}
-		return &fslSink{bud: bud, typ: tt, dim: int(tt.Len()), width: w}, nil
+		return newFSLSink(tt, bud)
+	case *arrow.NullType:
+		return &nullSink{bud: bud}, nil
 	case *arrow.DictionaryType:
 		kw, ok := valueWidth(tt.IndexType)
 		if !ok || kw == 0 {
@@ -410,22 +408,57 @@ func (s *binSink) build(valid *validity) (arrow.ArrayData, error) {
 	return array.NewData(s.typ, n, []*memory.Buffer{valid.buffer(), memory.NewBufferBytes(offBuf), memory.NewBufferBytes(s.data)}, nil, valid.nulls, 0), nil
 }
 
-// ---- fixed_size_list<fixed width> ----
+// ---- fixed_size_list<fixed width>, possibly nested ----
 
+// fslSink collects a fixed_size_list of fixed-width items, or nested fixed-size lists
+// over such items (fixed_size_list<fixed_size_list<int32, 2>, 3>): one leaf column
+// whose values carry every level's validity (Lance's has_validity bitmaps), as package
+// compress decodes them into nested blocks.
 type fslSink struct {
-	bud    *budget
-	typ    *arrow.FixedSizeListType
-	dim    int
+	bud *budget
+	// levels holds the fixed-size-list types from the field's down to the innermost;
+	// per[i] is how many children level i has per value of the field (the product of
+	// the lengths down to level i), so per[len-1] is the items of one value.
+	levels []*arrow.FixedSizeListType
+	per    []int
 	width  int // item bytes; 0 = bool
 	values []byte
 	bools  bitmap
-	items  validity
-	n      int
+	// valid[i] is the validity of level i's children (the items for the last level).
+	valid []validity
+	n     int
 }
+
+func newFSLSink(t *arrow.FixedSizeListType, bud *budget) (*fslSink, error) {
+	if _, ok := schema.FixedSizeListItems(t); !ok {
+		return nil, fmt.Errorf("%w: fixed_size_list of %s", ErrUnsupportedEncoding, t.Elem())
+	}
+	s := &fslSink{bud: bud}
+	var dt arrow.DataType = t
+	per := 1
+	for {
+		f, ok := dt.(*arrow.FixedSizeListType)
+		if !ok {
+			break
+		}
+		per *= int(f.Len())
+		s.levels, s.per = append(s.levels, f), append(s.per, per)
+		dt = f.Elem()
+	}
+	w, ok := valueWidth(dt)
+	if !ok {
+		return nil, fmt.Errorf("%w: fixed_size_list of %s", ErrUnsupportedEncoding, dt)
+	}
+	s.width, s.valid = w, make([]validity, len(s.levels))
+	return s, nil
+}
+
+// items is the number of items of one value.
+func (s *fslSink) items() int { return s.per[len(s.per)-1] }
 
 func (s *fslSink) reserve(n int) {
 	if s.width > 0 {
-		s.values = slices.Grow(s.values, preallocBytes(n*s.dim*s.width))
+		s.values = slices.Grow(s.values, preallocBytes(n*s.items()*s.width))
 	}
 }
 
@@ -436,6 +469,15 @@ func (s *fslSink) itemBits() uint64 {
 	return uint64(8 * s.width)
 }
 
+// appendZeros appends cnt placeholder items (zero values).
+func (s *fslSink) appendZeros(cnt int) {
+	if s.width == 0 {
+		s.bools.appendConst(false, cnt)
+	} else {
+		s.values = append(s.values, make([]byte, cnt*s.width)...)
+	}
+}
+
 func (s *fslSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Block) error {
 	if lo >= hi {
 		return nil
@@ -443,75 +485,103 @@ func (s *fslSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Blo
 	if dict != nil {
 		return fmt.Errorf("%w: dictionary-encoded fixed_size_list", ErrUnsupportedEncoding)
 	}
-	cnt := (hi - lo) * s.dim
-	if err := s.bud.take(cnt*max(s.width, 1) + cnt/8 + 1); err != nil {
+	if b.AllNull {
+		return s.appendNulls(hi - lo)
+	}
+	rows, total := hi-lo, s.items()
+	cnt := rows * total
+	if err := s.bud.take(cnt*max(s.width, 1) + len(s.levels)*(cnt/8+1)); err != nil {
 		return err
 	}
-	data, validBits := b.Data, []byte(nil)
-	switch {
-	case b.AllNull:
-		return s.appendNulls(hi - lo)
-	case b.Dimension > 0 && b.Child != nil && b.Child.AllNull:
-		if b.Dimension != uint64(s.dim) {
-			return corruptf(-1, "fixed_size_list values of dimension %d, field has %d", b.Dimension, s.dim)
+	if b.Dimension == 0 {
+		// Row-major values without validity: every value is its items back to back.
+		if err := checkFixedBlock(b, s.itemBits()*uint64(total), hi); err != nil {
+			return err
 		}
-		if s.width == 0 {
-			s.bools.appendConst(false, cnt)
-		} else {
-			s.values = append(s.values, make([]byte, cnt*s.width)...)
+		s.appendItems(b.Data, lo*total, cnt)
+		for i := range s.valid {
+			s.valid[i].appendValid(rows * s.per[i])
 		}
-		s.items.appendNulls(cnt)
-		s.n += hi - lo
+		s.n += rows
 		return nil
-	case b.Dimension > 0:
-		if b.Dimension != uint64(s.dim) || b.Child == nil {
-			return corruptf(-1, "fixed_size_list values of dimension %d, field has %d", b.Dimension, s.dim)
+	}
+	if uint64(hi) > b.N {
+		return corruptf(-1, "block of %d lists read up to %d", b.N, hi)
+	}
+	// Check every level before appending anything, so a bad block leaves the sink as
+	// it was.
+	blocks := make([]*compress.Block, len(s.levels)+1)
+	blocks[0] = b
+	allNull := -1 // the level whose children are all null, if any
+	for i, lt := range s.levels {
+		blk := blocks[i]
+		if blk.Dimension != uint64(lt.Len()) || blk.Child == nil {
+			return corruptf(-1, "fixed_size_list values of dimension %d at level %d, field has %d", blk.Dimension, i, lt.Len())
 		}
-		if uint64(hi) > b.N {
-			return corruptf(-1, "block of %d lists read up to %d", b.N, hi)
+		need := hi * s.per[i]
+		if blk.Validity != nil && len(blk.Validity) < (need+7)/8 {
+			return corruptf(-1, "fixed_size_list level %d validity of %d bytes for %d entries", i, len(blk.Validity), need)
 		}
-		if err := checkFixedBlock(b.Child, s.itemBits(), hi*s.dim); err != nil {
-			return err
+		blocks[i+1] = blk.Child
+		if blk.Child.AllNull {
+			allNull = i
+			break
 		}
-		data, validBits = b.Child.Data, b.Validity
-		if validBits != nil && len(validBits) < (hi*s.dim+7)/8 {
-			return corruptf(-1, "fixed_size_list item validity of %d bytes for %d items", len(validBits), hi*s.dim)
+		if i+1 < len(s.levels) && blk.Child.N < uint64(need) {
+			return corruptf(-1, "fixed_size_list level %d holds %d entries, read up to %d", i+1, blk.Child.N, need)
 		}
-	default:
-		if err := checkFixedBlock(b, s.itemBits()*uint64(s.dim), hi); err != nil {
+	}
+	if allNull < 0 {
+		if err := checkFixedBlock(blocks[len(s.levels)], s.itemBits(), hi*total); err != nil {
 			return err
 		}
 	}
-	ia := lo * s.dim
-	if s.width == 0 {
-		s.bools.appendBits(data, ia, cnt)
+	for i := range s.levels {
+		c := rows * s.per[i]
+		switch {
+		case allNull >= 0 && i == allNull:
+			s.valid[i].appendNulls(c)
+		case allNull >= 0 && i > allNull:
+			s.valid[i].appendValid(c)
+		default:
+			s.valid[i].appendBitmap(blocks[i].Validity, lo*s.per[i], c)
+		}
+	}
+	if allNull >= 0 {
+		s.appendZeros(cnt)
 	} else {
-		s.values = append(s.values, data[ia*s.width:(ia+cnt)*s.width]...)
+		s.appendItems(blocks[len(s.levels)].Data, lo*total, cnt)
 	}
-	s.items.appendBitmap(validBits, ia, cnt)
-	s.n += hi - lo
+	s.n += rows
 	return nil
 }
 
-func (s *fslSink) appendVar([]byte) error { return errNotVariable(s.typ) }
+// appendItems appends cnt items of data starting at item from.
+func (s *fslSink) appendItems(data []byte, from, cnt int) {
+	if s.width == 0 {
+		s.bools.appendBits(data, from, cnt)
+	} else {
+		s.values = append(s.values, data[from*s.width:(from+cnt)*s.width]...)
+	}
+}
+
+func (s *fslSink) appendVar([]byte) error { return errNotVariable(s.levels[0]) }
 
 func (s *fslSink) appendNulls(n int) error {
-	cnt := n * s.dim
-	if err := s.bud.take(cnt*max(s.width, 1) + cnt/8 + 1); err != nil {
+	cnt := n * s.items()
+	if err := s.bud.take(cnt*max(s.width, 1) + len(s.levels)*(cnt/8+1)); err != nil {
 		return err
 	}
-	if s.width == 0 {
-		s.bools.appendConst(false, cnt)
-	} else {
-		s.values = append(s.values, make([]byte, cnt*s.width)...)
+	s.appendZeros(cnt)
+	for i := range s.valid {
+		s.valid[i].appendValid(n * s.per[i])
 	}
-	s.items.appendValid(cnt)
 	s.n += n
 	return nil
 }
 
 func (s *fslSink) appendConst(v []byte, n int) error {
-	if s.width == 0 || len(v) != s.dim*s.width {
+	if s.width == 0 || len(v) != s.items()*s.width {
 		return fmt.Errorf("%w: constant fixed_size_list of %d bytes", ErrUnsupportedEncoding, len(v))
 	}
 	if err := s.bud.take(n * len(v)); err != nil {
@@ -520,7 +590,9 @@ func (s *fslSink) appendConst(v []byte, n int) error {
 	for range n {
 		s.values = append(s.values, v...)
 	}
-	s.items.appendValid(n * s.dim)
+	for i := range s.valid {
+		s.valid[i].appendValid(n * s.per[i])
+	}
 	s.n += n
 	return nil
 }
@@ -528,13 +600,70 @@ func (s *fslSink) appendConst(v []byte, n int) error {
 func (s *fslSink) count() int { return s.n }
 
 func (s *fslSink) build(valid *validity) (arrow.ArrayData, error) {
+	for i := range s.valid {
+		if s.valid[i].n != s.n*s.per[i] {
+			return nil, corruptf(-1, "fixed_size_list level %d has %d entries for %d values", i, s.valid[i].n, s.n)
+		}
+	}
 	data := s.values
 	if s.width == 0 {
 		data = s.bools.bytes()
 	}
-	child := array.NewData(s.typ.Elem(), s.items.n, []*memory.Buffer{s.items.buffer(), memory.NewBufferBytes(data)}, nil, s.items.nulls, 0)
+	last := len(s.levels) - 1
+	iv := &s.valid[last]
+	child := array.NewData(s.levels[last].Elem(), iv.n, []*memory.Buffer{iv.buffer(), memory.NewBufferBytes(data)}, nil, iv.nulls, 0)
+	for i := last; i > 0; i-- {
+		v := &s.valid[i-1]
+		outer := array.NewData(s.levels[i], v.n, []*memory.Buffer{v.buffer()}, []arrow.ArrayData{child}, v.nulls, 0)
+		child.Release()
+		child = outer
+	}
 	defer child.Release()
-	return array.NewData(s.typ, s.n, []*memory.Buffer{valid.buffer()}, []arrow.ArrayData{child}, valid.nulls, 0), nil
+	return array.NewData(s.levels[0], s.n, []*memory.Buffer{valid.buffer()}, []arrow.ArrayData{child}, valid.nulls, 0), nil
+}
+
+// ---- the null type ----
+
+// nullSink counts the slots of a null-type field: its pages hold no values (Lance writes
+// them as all-null constant pages), and the Arrow array is only a length.
+type nullSink struct {
+	bud *budget
+	n   int
+}
+
+func (s *nullSink) reserve(int) {}
+
+func (s *nullSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Block) error {
+	if lo >= hi {
+		return nil
+	}
+	if !b.AllNull || dict != nil {
+		return corruptf(-1, "values stored for a field of the null type")
+	}
+	return s.appendNulls(hi - lo)
+}
+
+func (s *nullSink) appendVar([]byte) error { return errNotVariable(arrow.Null) }
+
+func (s *nullSink) appendNulls(n int) error {
+	// Nothing is stored per value, but the levels behind them are: charge a little so
+	// an absurd row count still meets the decode limit.
+	if err := s.bud.take(n/8 + 1); err != nil {
+		return err
+	}
+	s.n += n
+	return nil
+}
+
+func (s *nullSink) appendConst([]byte, int) error {
+	return corruptf(-1, "constant value for a field of the null type")
+}
+
+func (s *nullSink) count() int { return s.n }
+
+// build ignores the levels' validity: every slot of a null array is null.
+func (s *nullSink) build(*validity) (arrow.ArrayData, error) {
+	return array.NewData(arrow.Null, s.n, []*memory.Buffer{nil}, nil, s.n, 0), nil
 }
 
 // ---- dictionary<K, V> fields ----

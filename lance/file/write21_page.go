@@ -101,6 +101,10 @@ func (w *Writer) encodePage21(lf *w21Leaf) error {
 	if !hasValue && (lv.rep == nil || uint64(lv.slots) == lf.rows) {
 		return w.writeAllNull21(lf, lv)
 	}
+	if lf.kind == w21LeafNull {
+		// CheckWritable keeps the null type out of lists, where this would happen.
+		return errWriteType(lf.field, V2_1, "a null-type page with repetition levels")
+	}
 	if values == 0 {
 		var dict *w21DictPage
 		if lf.kind == w21LeafDict {
@@ -152,6 +156,14 @@ func (w *Writer) encodePage21(lf *w21Leaf) error {
 		}
 		return w.writeMiniBlock21(lf, lv, mb, nil)
 	case w21LeafFSL:
+		if lf.nestedFSL() {
+			// Never full-zip: LanceDB 0.31 cannot read nested fixed-size lists there.
+			err := w.writeMiniBlock21(lf, lv, lf.w21NestedFSLMiniBlock(values), nil)
+			if errors.Is(err, errW21ChunkTooBig) {
+				return errWriteType(lf.field, V2_1, "a page whose levels do not fit mini-block chunks (LanceDB 0.31 cannot read nested fixed-size lists full-zip)")
+			}
+			return err
+		}
 		if vw := lf.width * lf.dim; vw < w21MaxMiniBlockValue || (vw <= w21MaxWideMiniBlockValue && !w21FullZipSafe(lv, true)) {
 			items := lf.values
 			bitsPerItem := 8 * lf.width
@@ -200,11 +212,7 @@ func w21EmptyMiniBlock(lf *w21Leaf) *compress.EncodedMiniBlock {
 			buf[i] = w21Fill
 		}
 	case w21LeafFSL:
-		bits := 8 * lf.width
-		if lf.width == 0 {
-			bits = 1
-		}
-		enc = compress.EncodeFixedSizeListEncoding(uint64(lf.dim), false, compress.EncodeFlatEncoding(uint64(bits)))
+		enc = lf.fslEncoding().Encoding
 	case w21LeafDict:
 		enc = compress.EncodeFlatEncoding(uint64(8 * lf.width))
 	}
@@ -547,6 +555,9 @@ func (w *Writer) writeFullZip21(lf *w21Leaf, lv *w21Levels) error {
 	case w21LeafFSL:
 		if lf.width == 0 {
 			return fmt.Errorf("lance file: field %q: a page of boolean vectors whose levels do not fit mini-blocks", lf.field.Name)
+		}
+		if lf.nestedFSL() {
+			return errWriteType(lf.field, V2_1, "nested fixed-size lists in a full-zip page, which LanceDB 0.31 cannot read")
 		}
 		vb := (lf.dim + 7) / 8
 		fixedWidth = lf.width * lf.dim

@@ -113,6 +113,8 @@ const (
 	w21LeafFSL
 	w21LeafVar
 	w21LeafDict
+	// w21LeafNull is a null-type field: levels only, never a value.
+	w21LeafNull
 )
 
 // w21Leaf accumulates the pending page of one leaf column.
@@ -133,6 +135,13 @@ type w21Leaf struct {
 	// itemValid is the fsl items' validity; materialized once an item is null.
 	itemValid     bitmap
 	itemValidUsed bool
+	// Nested fixed-size lists (write21_fsl.go): dims are the lengths of the levels,
+	// outermost first (dim is their product, the items of a value), per[i] the children
+	// of level i per value; outerValid[i] is the validity of level i's children for
+	// every level but the innermost, whose children are the items (itemValid).
+	dims       []int
+	per        []int
+	outerValid []w21FSLValidity
 	// offsets/data hold variable-width values (and a dict leaf's page dictionary).
 	offsets    []uint64
 	data       []byte
@@ -153,6 +162,9 @@ func (lf *w21Leaf) entries() int { return lf.layers[len(lf.layers)-1].n }
 // bufferedBytes is the memory held by the pending page.
 func (lf *w21Leaf) bufferedBytes() int {
 	n := len(lf.values) + len(lf.bools.buf) + len(lf.itemValid.buf) + 8*len(lf.offsets) + len(lf.data)
+	for i := range lf.outerValid {
+		n += len(lf.outerValid[i].bits.buf)
+	}
 	for i := range lf.layers {
 		n += lf.layers[i].bytes()
 	}
@@ -167,6 +179,9 @@ func (lf *w21Leaf) reset() {
 	lf.bools.reset()
 	lf.itemValid.reset()
 	lf.itemValidUsed = false
+	for i := range lf.outerValid {
+		lf.outerValid[i].reset()
+	}
 	if lf.offsets != nil {
 		// Variable-width and dictionary leaves keep their leading 0 offset.
 		lf.offsets = lf.offsets[:1]
@@ -237,15 +252,15 @@ func newW21Node(f *schema.Field, depth int, path []*schema.Field, leaves *[]*w21
 	}
 	switch t := f.Type.(type) {
 	case *arrow.FixedSizeListType:
-		w, ok := valueWidth(t.Elem())
-		if !ok {
-			return nil, fmt.Errorf("lance file: field %q: unsupported fixed_size_list item type %s", f.Name, t.Elem())
+		if err := lf.initFSL(t); err != nil {
+			return nil, err
 		}
-		lf.kind, lf.width, lf.dim = w21LeafFSL, w, int(t.Len())
+	case *arrow.NullType:
+		lf.kind = w21LeafNull
 	case *arrow.DictionaryType:
 		kw, ok := valueWidth(t.IndexType)
 		if !ok || kw == 0 {
-			return nil, fmt.Errorf("lance file: field %q: unsupported dictionary index %s", f.Name, t.IndexType)
+			return nil, errWriteType(f, V2_1, "unsupported dictionary index")
 		}
 		lf.kind, lf.width, lf.maxItems = w21LeafDict, kw, maxDictItems(t.IndexType)
 		lf.offsetBits = 32
@@ -254,7 +269,7 @@ func newW21Node(f *schema.Field, depth int, path []*schema.Field, leaves *[]*w21
 			lf.offsetBits = 64
 		case arrow.STRING, arrow.BINARY:
 		default:
-			return nil, fmt.Errorf("lance file: field %q: unsupported dictionary value type %s", f.Name, t.ValueType)
+			return nil, errWriteType(f, V2_1, "unsupported dictionary value type")
 		}
 		lf.dictIndex = map[string]int{}
 		lf.offsets = []uint64{0}
@@ -268,7 +283,7 @@ func newW21Node(f *schema.Field, depth int, path []*schema.Field, leaves *[]*w21
 	default:
 		w, ok := valueWidth(f.Type)
 		if !ok {
-			return nil, fmt.Errorf("lance file: field %q: unsupported type %s", f.Name, f.Type)
+			return nil, errWriteType(f, V2_1, "no encoding for it")
 		}
 		lf.kind, lf.width = w21LeafFixed, w
 		if w == 0 {
@@ -422,9 +437,13 @@ func (lf *w21Leaf) append(n *w21Node, arr arrow.Array, mask []uint8) error {
 	cnt := d.Len()
 	var extra []byte
 	var dict *array.Dictionary
-	if lf.kind == w21LeafDict {
+	switch lf.kind {
+	case w21LeafDict:
 		dict = arr.(*array.Dictionary)
 		extra = w21DictValueValidity(dict)
+	case w21LeafNull:
+		// Every entry is null (arrow-go's Null arrays carry no validity bitmap).
+		extra = make([]byte, (cnt+7)/8)
 	}
 	st := n.states(d, mask, extra)
 	lf.layers[n.depth].appendStates(st, cnt)
@@ -461,11 +480,12 @@ func (lf *w21Leaf) append(n *w21Node, arr arrow.Array, mask []uint8) error {
 
 func (lf *w21Leaf) appendFSL(d arrow.ArrayData, st []uint8) {
 	cnt := d.Len()
-	child := d.Children()[0]
+	startRow := lf.entries() - cnt
+	// child is the items' array, coff the first item (nested levels are walked down
+	// first, recording their validity).
+	child, coff := lf.appendFSLLevels(d, startRow)
 	items := cnt * lf.dim
-	coff := child.Offset() + d.Offset()*lf.dim
-	startItem := lf.entries() - cnt
-	startItem *= lf.dim
+	startItem := startRow * lf.dim
 	if lf.width == 0 {
 		lf.bools.appendBits(bufBytes(child, 1), coff, items)
 	} else {
@@ -489,6 +509,7 @@ func (lf *w21Leaf) appendFSL(d arrow.ArrayData, st []uint8) {
 			continue
 		}
 		// A null row's items are not values: zero them.
+		lf.validateFSLRow(startRow + i)
 		for k := 0; k < lf.dim; k++ {
 			it := startItem + i*lf.dim + k
 			if lf.width == 0 {

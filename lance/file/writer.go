@@ -83,6 +83,9 @@ func NewWriter(w io.Writer, s *schema.Schema, opts WriterOptions) (*Writer, erro
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("lance file: %w", err)
 	}
+	if err := CheckWritable(s, opts.Version); err != nil {
+		return nil, err
+	}
 	limit := opts.PageBytes
 	if limit <= 0 {
 		limit = DefaultPageBytes

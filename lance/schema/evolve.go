@@ -108,9 +108,13 @@ func compatible(f *Field, t arrow.DataType, path string) error {
 		return compatible(f.Children[0], tt.Elem(), path+"[]")
 	case *arrow.LargeListType:
 		return compatible(f.Children[0], tt.Elem(), path+"[]")
+	case *arrow.MapType:
+		if tt.KeysSorted || len(f.Children) != 1 {
+			return mismatch()
+		}
+		return compatible(f.Children[0], tt.Elem(), path+"{}")
 	case *arrow.FixedSizeListType:
-		w := want.(*arrow.FixedSizeListType)
-		if tt.Len() != w.Len() || !arrow.TypeEqual(tt.Elem(), w.Elem()) {
+		if !sameFixedSizeList(tt, want.(*arrow.FixedSizeListType)) {
 			return mismatch()
 		}
 		return nil
@@ -125,6 +129,21 @@ func compatible(f *Field, t arrow.DataType, path string) error {
 		return mismatch()
 	}
 	return nil
+}
+
+// sameFixedSizeList compares fixed-size lists by length and item type at every level,
+// ignoring item names and nullability (Lance stores neither: every level reads back as
+// a nullable "item").
+func sameFixedSizeList(a, b *arrow.FixedSizeListType) bool {
+	if a.Len() != b.Len() {
+		return false
+	}
+	ia, aNested := a.Elem().(*arrow.FixedSizeListType)
+	ib, bNested := b.Elem().(*arrow.FixedSizeListType)
+	if aNested || bNested {
+		return aNested && bNested && sameFixedSizeList(ia, ib)
+	}
+	return arrow.TypeEqual(a.Elem(), b.Elem())
 }
 
 // Reorder returns rec with its columns arranged in schema order, matched by name (the

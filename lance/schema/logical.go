@@ -12,7 +12,8 @@ import (
 // itself has no such limits, but nothing real comes close to them, and a corrupt or
 // hostile schema must not make us allocate gigabytes.
 const (
-	// MaxFixedSizeListLen bounds fixed_size_list:{inner}:{n}.
+	// MaxFixedSizeListLen bounds fixed_size_list:{inner}:{n}, and for nested fixed size
+	// lists the product of their lengths (the items of one value).
 	MaxFixedSizeListLen = 1 << 24
 	// MaxFixedSizeBinaryWidth bounds fixed_size_binary:{n}.
 	MaxFixedSizeBinaryWidth = 1 << 24
@@ -55,6 +56,8 @@ func parseUnit(s string) (arrow.TimeUnit, bool) {
 // their children are separate fields.
 func LogicalTypeOf(t arrow.DataType) (string, error) {
 	switch t := t.(type) {
+	case *arrow.NullType:
+		return "null", nil
 	case *arrow.BooleanType:
 		return "bool", nil
 	case *arrow.Int8Type:
@@ -128,17 +131,23 @@ func LogicalTypeOf(t arrow.DataType) (string, error) {
 		}
 		return "large_list", nil
 	case *arrow.FixedSizeListType:
-		if !isFixedWidthPrimitive(t.Elem()) {
-			return "", fmt.Errorf("%w: fixed_size_list of %s (only fixed-width primitive items)", ErrUnsupportedType, t.Elem())
+		if _, ok := FixedSizeListItems(t); !ok {
+			return "", fmt.Errorf("%w: fixed_size_list of %s (only fixed-width primitive items, possibly in nested fixed-size lists of at most %d items)", ErrUnsupportedType, t.Elem(), MaxFixedSizeListLen)
 		}
-		if t.Len() <= 0 || t.Len() > MaxFixedSizeListLen {
-			return "", fmt.Errorf("%w: fixed_size_list length %d", ErrUnsupportedType, t.Len())
-		}
+		// Nested fixed-size lists nest the logical type:
+		// fixed_size_list:fixed_size_list:int32:2:3 is fixed_size_list<fixed_size_list<int32, 2>, 3>.
 		inner, err := LogicalTypeOf(t.Elem())
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("fixed_size_list:%s:%d", inner, t.Len()), nil
+	case *arrow.MapType:
+		// Lance refuses sorted keys too (lance-core: converting the field to pyarrow
+		// would lose the flag), so no file can claim them.
+		if t.KeysSorted {
+			return "", fmt.Errorf("%w: map with keys_sorted", ErrUnsupportedType)
+		}
+		return "map", nil
 	case *arrow.DictionaryType:
 		if !isDictIndex(t.IndexType) {
 			return "", fmt.Errorf("%w: dictionary index type %s", ErrUnsupportedType, t.IndexType)
@@ -169,6 +178,26 @@ func isDictValue(t arrow.DataType) bool {
 	return false
 }
 
+// FixedSizeListItems returns the number of fixed-width primitive items of one value of
+// t, a fixed_size_list whose items are fixed-width primitives or, nested, again such
+// fixed-size lists (Lance allows any depth). ok is false for other item types, for
+// non-positive lengths and when the items of one value exceed MaxFixedSizeListLen.
+func FixedSizeListItems(t *arrow.FixedSizeListType) (items int, ok bool) {
+	items = 1
+	var dt arrow.DataType = t
+	for depth := 0; ; depth++ {
+		f, isFSL := dt.(*arrow.FixedSizeListType)
+		if !isFSL {
+			return items, depth > 0 && isFixedWidthPrimitive(dt)
+		}
+		if f.Len() <= 0 || int64(items)*int64(f.Len()) > MaxFixedSizeListLen || depth >= MaxDepth {
+			return 0, false
+		}
+		items *= int(f.Len())
+		dt = f.Elem()
+	}
+}
+
 // isFixedWidthPrimitive reports whether t is stored as fixed-width values (one buffer).
 func isFixedWidthPrimitive(t arrow.DataType) bool {
 	switch t.ID() {
@@ -182,6 +211,7 @@ func isFixedWidthPrimitive(t arrow.DataType) bool {
 }
 
 var simpleLogical = map[string]arrow.DataType{
+	"null":         arrow.Null,
 	"bool":         arrow.FixedWidthTypes.Boolean,
 	"int8":         arrow.PrimitiveTypes.Int8,
 	"uint8":        arrow.PrimitiveTypes.Uint8,
@@ -271,21 +301,26 @@ func parseLeafLogical(s string) (arrow.DataType, error) {
 		}
 		return &arrow.FixedSizeBinaryType{ByteWidth: int(n)}, nil
 	case "fixed_size_list":
-		if len(parts) < 3 {
+		// Each nesting level is one recursion over the rest of the string: bound the
+		// levels before recursing, so a hostile string cannot cost quadratic time.
+		if len(parts) < 3 || strings.Count(s, "fixed_size_list:") > MaxDepth {
 			return bad()
 		}
 		n, err := strconv.ParseInt(parts[len(parts)-1], 10, 32)
 		if err != nil || n <= 0 || n > MaxFixedSizeListLen {
 			return bad()
 		}
+		// The inner type may itself be a fixed_size_list (its length is the part
+		// before ours), as in fixed_size_list:fixed_size_list:int32:2:3.
 		inner, err := parseLeafLogical(strings.Join(parts[1:len(parts)-1], ":"))
 		if err != nil {
-			return nil, err
-		}
-		if !isFixedWidthPrimitive(inner) {
 			return bad()
 		}
-		return arrow.FixedSizeListOfField(int32(n), arrow.Field{Name: "item", Type: inner, Nullable: true}), nil
+		t := arrow.FixedSizeListOfField(int32(n), arrow.Field{Name: "item", Type: inner, Nullable: true})
+		if _, ok := FixedSizeListItems(t); !ok {
+			return bad()
+		}
+		return t, nil
 	case "dict":
 		if len(parts) != 4 {
 			return bad()
@@ -314,7 +349,7 @@ func legacyEncoding(t arrow.DataType) int32 {
 		return 3
 	case arrow.STRUCT:
 		return 0
-	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST:
+	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.MAP:
 		return 1
 	}
 	if isFixedWidthPrimitive(t) {

@@ -64,6 +64,8 @@ func FromProto(fields []*filepb.Field, metadata map[string][]byte) (*Schema, err
 			f.Type = arrow.ListOf(arrow.Null) // placeholder until the child arrives
 		case "large_list", "large_list.struct":
 			f.Type = arrow.LargeListOf(arrow.Null)
+		case "map":
+			f.Type = arrow.MapOf(arrow.Null, arrow.Null) // placeholder until the entries arrive
 		default:
 			t, err := parseLeafLogical(lt)
 			if err != nil {
@@ -82,9 +84,9 @@ func FromProto(fields []*filepb.Field, metadata map[string][]byte) (*Schema, err
 			}
 			switch parent.Type.(type) {
 			case *arrow.StructType:
-			case *arrow.ListType, *arrow.LargeListType:
+			case *arrow.ListType, *arrow.LargeListType, *arrow.MapType:
 				if len(parent.Children) > 0 {
-					return nil, fmt.Errorf("%w: list field %q (id %d) has more than one child", ErrInvalid, parent.Name, parent.ID)
+					return nil, fmt.Errorf("%w: %s field %q (id %d) has more than one child", ErrInvalid, parent.LogicalType, parent.Name, parent.ID)
 				}
 			default:
 				return nil, fmt.Errorf("%w: field %q (id %d) has a child but type %q has none", ErrInvalid, parent.Name, parent.ID, parent.LogicalType)
@@ -107,6 +109,11 @@ func FromProto(fields []*filepb.Field, metadata map[string][]byte) (*Schema, err
 			}
 		}
 		switch f.Type.(type) {
+		case *arrow.MapType:
+			if _, _, ok := f.mapMembers(); !ok {
+				return fmt.Errorf("%w: map field %q (id %d) must have one child, a struct of a non-nullable key and a value", ErrUnsupportedType, f.Name, f.ID)
+			}
+			f.Type = f.ArrowType()
 		case *arrow.StructType, *arrow.ListType, *arrow.LargeListType:
 			if f.Type.ID() != arrow.STRUCT && len(f.Children) != 1 {
 				return fmt.Errorf("%w: list field %q (id %d) has no item field", ErrInvalid, f.Name, f.ID)

@@ -8,8 +8,10 @@
 // id, so ids, not names or positions, are what identify a column across versions.
 //
 // Field shapes follow lance-core: a struct field has one child per member, list and
-// large_list have exactly one child (the item, usually named "item"), while
-// fixed_size_list and dictionary fields are single fields without children.
+// large_list have exactly one child (the item, usually named "item"), a map has one
+// child, the struct of its entries (usually "entries" with members "key" and "value"),
+// while fixed_size_list (nested ones included) and dictionary fields are single fields
+// without children.
 package schema
 
 import (
@@ -43,7 +45,7 @@ type Schema struct {
 
 // Field is one node of the schema tree.
 //
-// For struct, list and large_list fields Type is derived from Children (Arrow() and
+// For struct, list, large_list and map fields Type is derived from Children (Arrow() and
 // ToProto() rebuild it from Children, so editing a child's metadata or nullability is
 // reflected); for every other type Type is authoritative and Children is empty.
 type Field struct {
@@ -135,6 +137,9 @@ func fieldFromArrow(af arrow.Field, next *int32, depth int) (*Field, error) {
 		kids = []arrow.Field{t.ElemField()}
 	case *arrow.LargeListType:
 		kids = []arrow.Field{t.ElemField()}
+	case *arrow.MapType:
+		// The entries struct, as Lance stores a map (and as arrow-go names it).
+		kids = []arrow.Field{t.ElemField()}
 	}
 	for _, k := range kids {
 		c, err := fieldFromArrow(k, next, depth+1)
@@ -163,8 +168,29 @@ func (f *Field) ArrowType() arrow.DataType {
 		if len(f.Children) == 1 {
 			return arrow.LargeListOfField(f.Children[0].Arrow())
 		}
+	case *arrow.MapType:
+		if key, value, ok := f.mapMembers(); ok {
+			// arrow-go names the entries "entries", "key" and "value" whatever the
+			// stored names are (Arrow readers must not depend on them); the children
+			// keep Lance's names for the manifest.
+			return arrow.MapOfFields(key.Arrow(), value.Arrow())
+		}
 	}
 	return f.Type
+}
+
+// mapMembers returns the key and value fields of a well-formed map field: one child, a
+// struct of exactly two members, the key not nullable (Arrow requires it).
+func (f *Field) mapMembers() (key, value *Field, ok bool) {
+	if len(f.Children) != 1 || f.Children[0] == nil || f.Children[0].Type == nil || f.Children[0].Type.ID() != arrow.STRUCT {
+		return nil, nil, false
+	}
+	e := f.Children[0]
+	if len(e.Children) != 2 || e.Children[0] == nil || e.Children[1] == nil || e.Children[0].Nullable ||
+		e.Children[0].Type == nil || e.Children[1].Type == nil {
+		return nil, nil, false
+	}
+	return e.Children[0], e.Children[1], true
 }
 
 // Arrow returns the field as an Arrow field (metadata keys sorted for determinism).
@@ -349,6 +375,12 @@ func (s *Schema) Validate() error {
 		case *arrow.ListType, *arrow.LargeListType:
 			if len(f.Children) != 1 {
 				return fmt.Errorf("%w: list field %q must have exactly one child, has %d", ErrInvalid, p, len(f.Children))
+			}
+		case *arrow.MapType:
+			if _, _, ok := f.mapMembers(); !ok {
+				// Not corruption: Lance itself does not check the shape, but Arrow
+				// cannot represent anything else.
+				return fmt.Errorf("%w: map field %q must have one child, a struct of a non-nullable key and a value", ErrUnsupportedType, p)
 			}
 		default:
 			if len(f.Children) != 0 {

@@ -99,13 +99,19 @@ func TestLogicalTypeStrings(t *testing.T) {
 		{arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int8}), "struct"},
 		{&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}, "dict:string:int8:false"},
 		{&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Uint16, ValueType: arrow.BinaryTypes.LargeString}, "dict:large_string:uint16:false"},
+		// The spellings LanceDB 0.31 writes (corpus tables type_null, nested_fsl, v22_map).
+		{arrow.Null, "null"},
+		{arrow.FixedSizeListOf(3, arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Int32)), "fixed_size_list:fixed_size_list:int32:2:3"},
+		{arrow.FixedSizeListOf(2, arrow.FixedSizeListOf(3, arrow.FixedSizeListOf(4, &arrow.TimestampType{Unit: arrow.Second, TimeZone: "+05:30"}))),
+			"fixed_size_list:fixed_size_list:fixed_size_list:timestamp:s:+05:30:4:3:2"},
+		{arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32), "map"},
 	} {
 		got, err := LogicalTypeOf(tc.t)
 		if err != nil || got != tc.want {
 			t.Errorf("LogicalTypeOf(%s) = %q, %v; want %q", tc.t, got, err, tc.want)
 			continue
 		}
-		if strings.HasPrefix(tc.want, "list") || strings.HasPrefix(tc.want, "large_list") || tc.want == "struct" {
+		if strings.HasPrefix(tc.want, "list") || strings.HasPrefix(tc.want, "large_list") || tc.want == "struct" || tc.want == "map" {
 			continue
 		}
 		back, err := parseLeafLogical(tc.want)
@@ -121,16 +127,19 @@ func TestLogicalTypeStrings(t *testing.T) {
 
 func TestFromArrowRejectsUnsupportedTypes(t *testing.T) {
 	for name, dt := range map[string]arrow.DataType{
-		"map":              arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32),
-		"null":             arrow.Null,
-		"sparse union":     arrow.SparseUnionOf([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int8}}, []arrow.UnionTypeCode{0}),
-		"dict of ints":     &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.PrimitiveTypes.Int32},
-		"fsl of strings":   arrow.FixedSizeListOf(2, arrow.BinaryTypes.String),
-		"list of map":      arrow.ListOf(arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32)),
-		"string view":      arrow.BinaryTypes.StringView,
-		"interval":         arrow.FixedWidthTypes.MonthInterval,
-		"time32 with ns?":  &arrow.Time32Type{Unit: arrow.Nanosecond},
-		"struct with null": arrow.StructOf(arrow.Field{Name: "n", Type: arrow.Null}),
+		"sorted map":              sortedMap(),
+		"list of sorted map":      arrow.ListOf(sortedMap()),
+		"sparse union":            arrow.SparseUnionOf([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int8}}, []arrow.UnionTypeCode{0}),
+		"dict of ints":            &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.PrimitiveTypes.Int32},
+		"fsl of strings":          arrow.FixedSizeListOf(2, arrow.BinaryTypes.String),
+		"fsl of fsl of strings":   arrow.FixedSizeListOf(2, arrow.FixedSizeListOf(2, arrow.BinaryTypes.String)),
+		"fsl of lists":            arrow.FixedSizeListOf(2, arrow.ListOf(arrow.PrimitiveTypes.Int8)),
+		"fsl of too many items":   arrow.FixedSizeListOf(1<<12, arrow.FixedSizeListOf(1<<13, arrow.PrimitiveTypes.Int8)),
+		"map of a string view":    arrow.MapOf(arrow.BinaryTypes.String, arrow.BinaryTypes.StringView),
+		"string view":             arrow.BinaryTypes.StringView,
+		"interval":                arrow.FixedWidthTypes.MonthInterval,
+		"time32 with ns?":         &arrow.Time32Type{Unit: arrow.Nanosecond},
+		"struct with an interval": arrow.StructOf(arrow.Field{Name: "n", Type: arrow.FixedWidthTypes.MonthInterval}),
 	} {
 		_, err := FromArrow(arrow.NewSchema([]arrow.Field{{Name: "c", Type: dt, Nullable: true}}, nil))
 		if !errors.Is(err, ErrUnsupportedType) {
@@ -142,6 +151,69 @@ func TestFromArrowRejectsUnsupportedTypes(t *testing.T) {
 	_, err := FromArrow(arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int8}, {Name: "a", Type: arrow.PrimitiveTypes.Int8}}, nil))
 	if !errors.Is(err, ErrInvalid) {
 		t.Errorf("duplicate names: %v", err)
+	}
+}
+
+func sortedMap() *arrow.MapType {
+	m := arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32)
+	m.KeysSorted = true
+	return m
+}
+
+// TestLanceDBFieldsOfNewTypes reads the field lists LanceDB 0.31 writes for a null-type
+// column, a nested fixed-size list and two maps (manifests of the corpus tables
+// type_null, nested_fsl and v22_map), and writes them back identically.
+func TestLanceDBFieldsOfNewTypes(t *testing.T) {
+	fields := []*filepb.Field{
+		{Name: "n", Id: 0, ParentId: -1, LogicalType: "null", Nullable: true},
+		{Name: "ff", Id: 1, ParentId: -1, LogicalType: "fixed_size_list:fixed_size_list:int32:2:3", Nullable: true, Encoding: filepb.Encoding_PLAIN},
+		{Name: "m", Id: 2, ParentId: -1, LogicalType: "map", Nullable: true, Encoding: filepb.Encoding_PLAIN},
+		{Name: "entries", Id: 3, ParentId: 2, LogicalType: "struct"},
+		{Name: "key", Id: 4, ParentId: 3, LogicalType: "string", Encoding: filepb.Encoding_VAR_BINARY},
+		{Name: "value", Id: 5, ParentId: 3, LogicalType: "int32", Nullable: true, Encoding: filepb.Encoding_PLAIN},
+		{Name: "m_nn", Id: 6, ParentId: -1, LogicalType: "map", Encoding: filepb.Encoding_PLAIN},
+		{Name: "entries", Id: 7, ParentId: 6, LogicalType: "struct"},
+		{Name: "key", Id: 8, ParentId: 7, LogicalType: "int64", Encoding: filepb.Encoding_PLAIN},
+		{Name: "value", Id: 9, ParentId: 7, LogicalType: "string", Nullable: true, Encoding: filepb.Encoding_VAR_BINARY},
+	}
+	s, err := FromProto(fields, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"n: null",
+		"ff: fixed_size_list<item: fixed_size_list<item: int32, nullable>[2], nullable>[3]",
+		"m: map<utf8, int32, items_nullable>",
+		"m_nn: map<int64, utf8, items_nullable>",
+	}
+	for i, f := range s.Arrow().Fields() {
+		if got := f.Name + ": " + f.Type.String(); got != want[i] {
+			t.Errorf("field %d is %s, want %s", i, got, want[i])
+		}
+	}
+	m := s.Arrow().Field(2).Type.(*arrow.MapType)
+	if m.ElemField().Name != "entries" || m.KeyField().Name != "key" || m.KeyField().Nullable || m.ItemField().Name != "value" || m.KeysSorted {
+		t.Errorf("map type %s: entries %v key %v value %v", m, m.ElemField(), m.KeyField(), m.ItemField())
+	}
+	if s.Arrow().Field(3).Nullable {
+		t.Error("m_nn is not nullable")
+	}
+	back, _ := s.ToProto()
+	if len(back) != len(fields) {
+		t.Fatalf("%d fields written back, want %d", len(back), len(fields))
+	}
+	for i := range fields {
+		if !proto.Equal(back[i], fields[i]) {
+			t.Errorf("field %d written back as %v, want %v", i, back[i], fields[i])
+		}
+	}
+	// From Arrow, the same fields and ids.
+	fromArrow, err := FromArrow(s.Arrow())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fromArrow.Equal(s) {
+		t.Errorf("FromArrow(Arrow()) = %s, want %s", fromArrow, s)
 	}
 }
 
@@ -220,28 +292,38 @@ func TestFromProtoRejectsMalformedInput(t *testing.T) {
 		deep = append(deep, f(i, i-1, "struct"))
 	}
 	for name, tc := range map[string][]*filepb.Field{
-		"unknown logical type":        {f(0, -1, "int128")},
-		"timestamp without time zone": {f(0, -1, "timestamp:us")},
-		"bad time unit":               {f(0, -1, "timestamp:xs:-")},
-		"parent not seen":             {f(0, 5, "int32")},
-		"parent comes later":          {f(1, 0, "int32"), f(0, -1, "struct")},
-		"self parent":                 {f(0, 0, "struct")},
-		"duplicate ids":               {f(0, -1, "int32"), f(0, -1, "int64")},
-		"negative id":                 {f(-3, -1, "int32")},
-		"child of a leaf":             {f(0, -1, "int32"), f(1, 0, "int32")},
-		"list with two items":         {f(0, -1, "list"), f(1, 0, "int32"), f(2, 0, "int32")},
-		"list without item":           {f(0, -1, "list")},
-		"absurd fixed_size_list":      {f(0, -1, "fixed_size_list:float:99999999999")},
-		"zero fixed_size_list":        {f(0, -1, "fixed_size_list:float:0")},
-		"fixed_size_list of strings":  {f(0, -1, "fixed_size_list:string:4")},
-		"absurd fixed_size_binary":    {f(0, -1, "fixed_size_binary:1000000000")},
-		"dict of ints":                {f(0, -1, "dict:int32:int8:false")},
-		"dict with bad index":         {f(0, -1, "dict:string:float:false")},
-		"bad decimal":                 {f(0, -1, "decimal:128:99:2")},
-		"too deep":                    deep,
-		"nil field":                   {nil},
-		"empty name":                  {{Id: 0, ParentId: -1, LogicalType: "int8"}},
-		"duplicate top-level names":   {{Name: "a", Id: 0, ParentId: -1, LogicalType: "int8"}, {Name: "a", Id: 1, ParentId: -1, LogicalType: "int8"}},
+		"unknown logical type":              {f(0, -1, "int128")},
+		"timestamp without time zone":       {f(0, -1, "timestamp:us")},
+		"bad time unit":                     {f(0, -1, "timestamp:xs:-")},
+		"parent not seen":                   {f(0, 5, "int32")},
+		"parent comes later":                {f(1, 0, "int32"), f(0, -1, "struct")},
+		"self parent":                       {f(0, 0, "struct")},
+		"duplicate ids":                     {f(0, -1, "int32"), f(0, -1, "int64")},
+		"negative id":                       {f(-3, -1, "int32")},
+		"child of a leaf":                   {f(0, -1, "int32"), f(1, 0, "int32")},
+		"list with two items":               {f(0, -1, "list"), f(1, 0, "int32"), f(2, 0, "int32")},
+		"list without item":                 {f(0, -1, "list")},
+		"absurd fixed_size_list":            {f(0, -1, "fixed_size_list:float:99999999999")},
+		"zero fixed_size_list":              {f(0, -1, "fixed_size_list:float:0")},
+		"fixed_size_list of strings":        {f(0, -1, "fixed_size_list:string:4")},
+		"absurd fixed_size_binary":          {f(0, -1, "fixed_size_binary:1000000000")},
+		"dict of ints":                      {f(0, -1, "dict:int32:int8:false")},
+		"dict with bad index":               {f(0, -1, "dict:string:float:false")},
+		"bad decimal":                       {f(0, -1, "decimal:128:99:2")},
+		"too deep":                          deep,
+		"nil field":                         {nil},
+		"empty name":                        {{Id: 0, ParentId: -1, LogicalType: "int8"}},
+		"duplicate top-level names":         {{Name: "a", Id: 0, ParentId: -1, LogicalType: "int8"}, {Name: "a", Id: 1, ParentId: -1, LogicalType: "int8"}},
+		"nested fixed_size_list of strings": {f(0, -1, "fixed_size_list:fixed_size_list:string:2:3")},
+		"nested fixed_size_list too large":  {f(0, -1, "fixed_size_list:fixed_size_list:int8:65536:65536")},
+		"fixed_size_list too deep":          {f(0, -1, strings.Repeat("fixed_size_list:", 100)+"int8"+strings.Repeat(":2", 100))},
+		"fixed_size_list nested wrongly":    {f(0, -1, "fixed_size_list:fixed_size_list:int32:2")},
+		"map without entries":               {f(0, -1, "map")},
+		"map of an int":                     {f(0, -1, "map"), f(1, 0, "int32")},
+		"map entries of one member":         {f(0, -1, "map"), f(1, 0, "struct"), f(2, 1, "int32")},
+		"map entries of three members":      {f(0, -1, "map"), f(1, 0, "struct"), {Name: "k", Id: 2, ParentId: 1, LogicalType: "int32"}, f(3, 1, "int32"), f(4, 1, "int32")},
+		"map with a nullable key":           {f(0, -1, "map"), f(1, 0, "struct"), f(2, 1, "int32"), f(3, 1, "int32")},
+		"map with two children":             {f(0, -1, "map"), f(1, 0, "struct"), {Name: "k", Id: 2, ParentId: 1, LogicalType: "int32"}, f(3, 1, "int32"), f(4, 0, "struct")},
 	} {
 		if _, err := FromProto(tc, nil); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -10,7 +10,8 @@
 // Values are dumped in a canonical JSON form shared with lance/file/interop_test.go:
 // null -> null; 8/16/32-bit ints, float32/64 -> number; int64/uint64/timestamp -> decimal string;
 // date32 -> number of days; bool -> bool; utf8 -> string; binary -> base64 string;
-// list / fixed_size_list -> array; struct -> object; dictionary -> the decoded value.
+// list / fixed_size_list -> array; struct -> object; dictionary -> the decoded value; the null
+// type -> null.
 import * as lancedb from "@lancedb/lancedb";
 import { createRequire } from "node:module";
 
@@ -171,6 +172,29 @@ function multipageTable() {
   return makeTable(fields, [ids, content, tokens, role]);
 }
 
+// nested: the null type (alone and as a struct member) and nested fixed-size lists with
+// nulls at every level (rows, inner lists, items), bool items included.
+function nestedTable(n = 201) {
+  const fields = [
+    F("id", new arrow.Int32(), false),
+    F("n", new arrow.Null()),
+    F("sn", new arrow.Struct([F("a", new arrow.Int32()), F("n", new arrow.Null())])),
+    F("ff", new arrow.FixedSizeList(3, item(new arrow.FixedSizeList(2, item(new arrow.Int32()))))),
+    F("fb", new arrow.FixedSizeList(2, item(new arrow.FixedSizeList(5, item(new arrow.Bool()))))),
+    F("ffn", new arrow.FixedSizeList(2, item(new arrow.FixedSizeList(2, item(new arrow.Float64(), false), false)), false), false),
+  ];
+  const cols = [[], [], [], [], [], []];
+  for (let i = 0; i < n; i++) {
+    cols[0].push(i);
+    cols[1].push(null);
+    cols[2].push({ a: i % 3 === 0 ? null : i, n: null });
+    cols[3].push(i % 5 === 2 ? null : Array.from({ length: 3 }, (_, k) => (k === 1 && i % 3 === 0 ? null : [i * 10 + k, (i + k) % 4 === 1 ? null : -i])));
+    cols[4].push(i % 7 === 3 ? null : Array.from({ length: 2 }, (_, k) => ((i + k) % 6 === 5 ? null : Array.from({ length: 5 }, (_, j) => ((i + j) % 4 === 0 ? null : (i * j + k) % 3 === 0)))));
+    cols[5].push(Array.from({ length: 2 }, (_, k) => [i + k / 2, -i - k / 4]));
+  }
+  return makeTable(fields, cols);
+}
+
 // ---- canonical dump ----
 
 function b64(u8) {
@@ -178,8 +202,8 @@ function b64(u8) {
 }
 
 function dumpValue(data, i) {
-  if (!data.getValid(i)) return null;
   const t = data.type;
+  if (t.typeId === arrow.Type.Null || !data.getValid(i)) return null;
   const j = data.offset + i;
   switch (t.typeId) {
     case arrow.Type.Int: {
@@ -263,7 +287,7 @@ async function main() {
   const db = await lancedb.connect(dir);
   if (mode === "write") {
     const out = {};
-    const tables = { types: typesTable(), dict: dictTable(), multipage: multipageTable() };
+    const tables = { types: typesTable(), dict: dictTable(), multipage: multipageTable(), nested: nestedTable() };
     for (const [tname, data] of Object.entries(tables)) {
       const t = await db.createTable(tname, data, V20);
       const select = data.schema.fields.map((f) => [f.name, f.name]);
@@ -281,6 +305,7 @@ async function main() {
     // Small tables whose data files seed the Go fuzz targets (lance/file/testdata/lancedb).
     await db.createTable("types", typesTable(24), V20);
     await db.createTable("dict", dictTable(40), V20);
+    await db.createTable("nested", nestedTable(24), V20);
   } else if (mode === "read") {
     // Optional 4th argument: JSON [[column, SQL expression], ...] to select instead of
     // every column as is (e.g. arrow_cast for types apache-arrow JS cannot decode).

@@ -17,7 +17,8 @@
 // int64, uint64, date64, time64, timestamp, duration -> decimal string; decimal128 -> the
 // unscaled integer as a decimal string; bool -> bool; utf8 -> string; binary and
 // fixed_size_binary -> base64; list / fixed_size_list -> array; struct -> object (a null
-// struct is null); dictionary -> the decoded value.
+// struct is null); dictionary -> the decoded value; map -> array of {key, value}; the
+// null type -> null.
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 
@@ -63,12 +64,16 @@ function rawData(type, values, ArrayType, stride = 1) {
 // fslData builds a fixed_size_list column (arrow's builder shortens the child on nulls).
 function fslData(type, values) {
   const dim = type.listSize;
+  // Nested fixed-size lists are built level by level (a null row's inner lists are
+  // null placeholders).
+  const ct = type.children[0].type;
+  const nested = ct.typeId === arrow.Type.FixedSizeList;
   const flat = [];
   values.forEach((v) => {
-    if (v === null) for (let k = 0; k < dim; k++) flat.push(0);
+    if (v === null) for (let k = 0; k < dim; k++) flat.push(nested ? null : 0);
     else flat.push(...v);
   });
-  const child = arrow.vectorFromArray(flat, type.children[0].type).data[0];
+  const child = nested ? fslData(ct, flat) : arrow.vectorFromArray(flat, ct).data[0];
   const { bm, nulls } = bitmapOf(values);
   return arrow.makeData({ type, length: values.length, nullCount: nulls, nullBitmap: nulls ? bm : null, child });
 }
@@ -365,6 +370,30 @@ function rolloutBatch(start, n, r) {
   return makeTable(fields, c);
 }
 
+// types: the null type, nested fixed-size lists with nulls at every level and, in 2.2
+// (LanceDB refuses them in 2.1), maps.
+function typesTable(n, version) {
+  const fields = [
+    F("id", new arrow.Int32(), false),
+    F("n", new arrow.Null()),
+    F("ff", new arrow.FixedSizeList(3, item(new arrow.FixedSizeList(2, item(new arrow.Int32()))))),
+    F("fb", new arrow.FixedSizeList(2, item(new arrow.FixedSizeList(3, item(new arrow.Bool()))))),
+  ];
+  const entries = (k, v) => new arrow.Field("entries", new arrow.Struct([F("key", k, false), F("value", v)]), false);
+  if (version === "2.2") fields.push(F("m", new arrow.Map_(entries(new arrow.Utf8(), new arrow.Int32()))), F("mn", new arrow.Map_(entries(new arrow.Int64(), new arrow.Utf8())), false));
+  const c = Object.fromEntries(fields.map((f) => [f.name, []]));
+  for (let i = 0; i < n; i++) {
+    c.id.push(i);
+    c.n.push(null);
+    c.ff.push(i % 5 === 2 ? null : Array.from({ length: 3 }, (_, k) => (k === 1 && i % 3 === 0 ? null : [i * 10 + k, (i + k) % 4 === 1 ? null : -i])));
+    c.fb.push(i % 7 === 3 ? null : Array.from({ length: 2 }, (_, k) => ((i + k) % 6 === 5 ? null : Array.from({ length: 3 }, (_, j) => ((i + j) % 4 === 0 ? null : (i * j + k) % 3 === 0)))));
+    if (version !== "2.2") continue;
+    c.m.push(i % 7 === 3 ? null : new Map(Array.from({ length: i % 4 }, (_, k) => [`k${k}`, k === 2 ? null : i * 10 + k])));
+    c.mn.push(new Map(Array.from({ length: i % 3 }, (_, k) => [BigInt(i * 3 + k), `v${i}.${k}`])));
+  }
+  return makeTable(fields, c);
+}
+
 const tables = {
   prims: () => primsTable(2500),
   nested: () => nestedTable(1200),
@@ -372,6 +401,7 @@ const tables = {
   multipage: () => multipageTable(7500),
   biglists: () => biglistsTable(25),
   packedvar: () => packedvarTable(800),
+  types: (v) => typesTable(600, v),
 };
 
 // ---- canonical dump ----
@@ -387,8 +417,8 @@ function decimalString(words, j) {
 }
 
 function dumpValue(data, i) {
-  if (!data.getValid(i)) return null;
   const t = data.type;
+  if (t.typeId === arrow.Type.Null || !data.getValid(i)) return null;
   const j = data.offset + i;
   switch (t.typeId) {
     case arrow.Type.Int: {
@@ -421,7 +451,9 @@ function dumpValue(data, i) {
     case arrow.Type.Decimal:
       return decimalString(data.values, j);
     case arrow.Type.List:
-    case arrow.Type.LargeList: {
+    case arrow.Type.LargeList:
+    case arrow.Type.Map: {
+      // a map is the list of its entry structs
       const s = Number(data.valueOffsets[j]);
       const e = Number(data.valueOffsets[j + 1]);
       const out = [];
@@ -544,7 +576,7 @@ async function main() {
     for (const v of ["2.1", "2.2"]) {
       const opts = { mode: "overwrite", storageOptions: { new_table_data_storage_version: v } };
       const tag = v.replace(".", "");
-      for (const [name, data] of [["prims", primsTable(40)], ["nested", nestedTable(30)], ["fullzip", fullzipTable(6, v)]]) {
+      for (const [name, data] of [["prims", primsTable(40)], ["nested", nestedTable(30)], ["fullzip", fullzipTable(6, v)], ["types", typesTable(30, v)]]) {
         const t = await db.createTable(`${name}${tag}`, data, opts);
         out[`${name}${tag}`] = { rows: dumpTable(await t.query().toArrow()) };
         blobValues(data, out[`${name}${tag}`].rows);

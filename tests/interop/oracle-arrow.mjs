@@ -158,6 +158,7 @@ const intTypes = {
 
 const simpleTypes = {
   ...intTypes,
+  float16: () => new arrow.Float16(),
   float32: () => new arrow.Float32(),
   float64: () => new arrow.Float64(),
   bool: () => new arrow.Bool(),
@@ -308,6 +309,7 @@ function formatType(t, path) {
     case T.Int:
       return `${t.isSigned ? "int" : "uint"}${t.bitWidth}`;
     case T.Float:
+      if (t.precision === arrow.Precision.HALF) return "float16";
       if (t.precision === arrow.Precision.SINGLE) return "float32";
       if (t.precision === arrow.Precision.DOUBLE) return "float64";
       break;
@@ -482,6 +484,7 @@ function normalize(type, nullable, v, path) {
     case T.Int:
       return normInt(type, v, path);
     case T.Float:
+      if (type.precision === arrow.Precision.HALF) return float64ToHalf(normFloat(v, path)); // the bits
       return type.precision === arrow.Precision.SINGLE ? Math.fround(normFloat(v, path)) : normFloat(v, path);
     case T.Bool:
       if (typeof v !== "boolean") throw new ValueError(path, `expected a bool, got ${describe(v)}`);
@@ -696,6 +699,44 @@ export function formatFloat(x) {
   return String(x);
 }
 
+// float16 conversions, exact like internal/arrowjson/half.go's (apache-arrow's
+// float64ToUint16 rounds approximately): a float16 prints as the float64 it equals, a
+// number becomes the nearest float16, ties to even.
+export function halfToFloat64(h) {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 0x1f) return frac ? NaN : sign * Infinity;
+  return sign * (1024 + frac) * 2 ** (exp - 25);
+}
+
+function roundToEven(x) {
+  const f = Math.floor(x);
+  const d = x - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+export function float64ToHalf(f) {
+  if (Number.isNaN(f)) return 0x7e00;
+  const sign = f < 0 || Object.is(f, -0) ? 0x8000 : 0;
+  const a = Math.abs(f);
+  if (a >= 65520) return sign | 0x7c00;
+  if (a < 2 ** -14) return sign | roundToEven(a * 2 ** 24);
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  else if (2 ** (e + 1) <= a) e++;
+  let m = roundToEven(a * 2 ** (10 - e));
+  if (m === 2048) {
+    m = 1024;
+    e++;
+  }
+  if (e > 15) return sign | 0x7c00;
+  return sign | ((e + 15) << 10) | (m - 1024);
+}
+
 const decoder = new TextDecoder("utf-8");
 
 function varBytes(data, i) {
@@ -712,7 +753,7 @@ function encodeValue(data, i) {
     case T.Int:
       return type.bitWidth === 64 ? `"${data.values[i]}"` : String(data.values[i]);
     case T.Float:
-      if (type.precision === arrow.Precision.HALF) break;
+      if (type.precision === arrow.Precision.HALF) return formatFloat(halfToFloat64(data.values[i]));
       return formatFloat(data.values[i]);
     case T.Bool: {
       const pos = data.offset + i;
