@@ -156,7 +156,11 @@ func TestMasterTakesOverItsEarlierIncarnation(t *testing.T) {
 
 	m := c.start(fastSettings(), func(cfg *Config) { cfg.InstanceID = "m0" })
 	waitFor(t, 20*time.Second, "the restarted m0 to lead", m.IsLeader)
-	if oldTerm.Ctx().Err() == nil {
+	// The old process learns of the revocation asynchronously (its keepalive
+	// stream ends), so wait for its term to end rather than look once.
+	select {
+	case <-oldTerm.Ctx().Done():
+	case <-ctx.Done():
 		t.Fatal("the earlier incarnation's term has not ended")
 	}
 	resp, err := old.Etcd().TimeToLive(ctx, oldSess.Lease())
