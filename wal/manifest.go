@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -153,8 +154,66 @@ func (m *Manifest) pendingAbove(w uint64) int {
 	return n
 }
 
+// manifestCache keeps the newest manifest read of each shard. A manifest version is
+// written once (PutIfAbsent) and never changed, so a listing that names the same key
+// needs neither the object nor its decoding again: a snapshot per request then costs
+// a listing per shard, not a read and a JSON decode of a manifest that grows with the
+// shard's history. The cached manifests are shared: never modify one.
+type manifestCache struct {
+	mu     sync.Mutex
+	latest map[string]cachedManifest
+}
+
+type cachedManifest struct {
+	key string
+	m   *Manifest
+}
+
+func newManifestCache() *manifestCache { return &manifestCache{latest: map[string]cachedManifest{}} }
+
+func (c *manifestCache) get(shard, key string) *Manifest {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.latest[shard]; ok && e.key == key {
+		return e.m
+	}
+	return nil
+}
+
+func (c *manifestCache) put(shard, key string, m *Manifest) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.latest[shard] = cachedManifest{key, m}
+}
+
+// retain drops the shards not in keep.
+func (c *manifestCache) retain(keep map[string]*Manifest) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for shard := range c.latest {
+		if _, ok := keep[shard]; !ok {
+			delete(c.latest, shard)
+		}
+	}
+}
+
 // readLatestManifest returns the newest manifest of shard, or nil when it has none.
 func readLatestManifest(ctx context.Context, st objstore.Reader, shard string) (*Manifest, error) {
+	return readLatestManifestVia(ctx, st, shard, nil)
+}
+
+// readLatestManifestVia is readLatestManifest through a cache (nil: none); the
+// manifest returned may be shared and must not be modified.
+func readLatestManifestVia(ctx context.Context, st objstore.Reader, shard string, mc *manifestCache) (*Manifest, error) {
 	for attempt := 1; ; attempt++ {
 		page, err := st.List(ctx, objstore.ListOptions{Prefix: manifestDir(shard), Delimiter: "/", MaxKeys: 16})
 		if err != nil {
@@ -172,6 +231,9 @@ func readLatestManifest(ctx context.Context, st objstore.Reader, shard string) (
 		if key == "" {
 			return nil, nil
 		}
+		if m := mc.get(shard, key); m != nil {
+			return m, nil
+		}
 		m, err := readManifest(ctx, st, shard, key, size)
 		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
 			// Pruned between list and get: only old versions are pruned, so a newer
@@ -184,6 +246,7 @@ func readLatestManifest(ctx context.Context, st objstore.Reader, shard string) (
 		if m.Version != v {
 			return nil, fmt.Errorf("wal: manifest %s says version %d", key, m.Version)
 		}
+		mc.put(shard, key, m)
 		return m, nil
 	}
 }
@@ -379,23 +442,75 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Unreplayed reports whether shard holds WAL entries that no generation covers yet
-// (acknowledged rows of a writer that stopped without sealing them): then the shard's
-// owner must open it, which replays and seals them, for those rows to be read. It costs
-// a listing and a manifest read, and a listing of the entries after what was sealed.
-func Unreplayed(ctx context.Context, st objstore.Reader, shard string) (bool, error) {
+// Recovery is what Recover found in a shard.
+type Recovery struct {
+	// Unreplayed: the shard holds WAL entries that no generation covers yet
+	// (acknowledged rows of a writer that stopped without sealing them). The shard's
+	// owner must open it, which replays and seals them, for those rows to be read.
+	Unreplayed bool
+	// Swept counts the entries deleted because a generation already covers them.
+	Swept int
+	// SweepErr is why some of those could not be deleted (they are tried again at the
+	// next Recover or when the shard is next opened); it does not fail the recovery.
+	SweepErr error
+}
+
+// Recover inspects the shard of a store its owner opens without writing. It reports
+// whether entries are left to replay, and deletes the entries a previous run sealed
+// but was stopped before deleting (killed between a seal's manifest commit and its
+// entry deletes): no reader needs them, and nothing else would remove them until the
+// shard is next written, which for a store only read may be never. In the usual case
+// it costs a manifest read and a one-key listing; a sweep adds one listing of at most
+// a thousand keys and their deletes.
+func Recover(ctx context.Context, st objstore.Store, shard string) (Recovery, error) {
+	var r Recovery
 	m, err := readLatestManifest(ctx, st, shard)
 	if err != nil || m == nil {
-		return false, err
+		return r, err
 	}
-	page, err := st.List(ctx, objstore.ListOptions{Prefix: entriesDir(shard), StartAfter: entryKey(shard, m.SealedThroughSeq), MaxKeys: 1})
+	first, err := st.List(ctx, objstore.ListOptions{Prefix: entriesDir(shard), MaxKeys: 1})
 	if err != nil {
-		return false, fmt.Errorf("wal: list entries of shard %s: %w", shard, err)
+		return r, fmt.Errorf("wal: list entries of shard %s: %w", shard, err)
 	}
+	if len(first.Objects) == 0 {
+		return r, nil
+	}
+	if seq, ok := parseEntryKey(shard, first.Objects[0].Key); ok && seq > m.SealedThroughSeq {
+		r.Unreplayed = true
+		return r, nil
+	}
+	page, err := st.List(ctx, objstore.ListOptions{Prefix: entriesDir(shard), MaxKeys: 1000})
+	if err != nil {
+		return r, fmt.Errorf("wal: list entries of shard %s: %w", shard, err)
+	}
+	var sealed []string
 	for _, o := range page.Objects {
-		if seq, ok := parseEntryKey(shard, o.Key); ok && seq > m.SealedThroughSeq {
-			return true, nil
+		seq, ok := parseEntryKey(shard, o.Key)
+		switch {
+		case !ok:
+		case seq <= m.SealedThroughSeq:
+			sealed = append(sealed, o.Key)
+		default:
+			r.Unreplayed = true
 		}
 	}
-	return false, nil
+	if len(sealed) > 0 {
+		if r.SweepErr = objstore.DeleteAll(ctx, st, sealed, 0); r.SweepErr == nil {
+			r.Swept = len(sealed)
+		}
+	}
+	if !r.Unreplayed && page.NextStartAfter != "" {
+		// More than a page of sealed entries: whether unsealed ones follow is one
+		// more one-key listing past what was sealed.
+		rest, err := st.List(ctx, objstore.ListOptions{Prefix: entriesDir(shard), StartAfter: entryKey(shard, m.SealedThroughSeq), MaxKeys: 1})
+		if err != nil {
+			return r, fmt.Errorf("wal: list entries of shard %s: %w", shard, err)
+		}
+		for _, o := range rest.Objects {
+			if seq, ok := parseEntryKey(shard, o.Key); ok && seq > m.SealedThroughSeq {
+				r.Unreplayed = true
+			}
+		}
+	}
+	return r, nil
 }

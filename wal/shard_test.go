@@ -464,3 +464,62 @@ func TestReplayClosesGaps(t *testing.T) {
 		t.Fatalf("%d entries left after the seal (the gap filler too)", n)
 	}
 }
+
+// TestRecoverSweepsSealedEntries: a writer killed between a seal's manifest commit and
+// its entry deletes leaves sealed entries behind. Recover, which a worker runs when it
+// opens a store only to read, deletes them and reports nothing to replay; entries past
+// what was sealed are reported (and kept) for the owner to replay.
+func TestRecoverSweepsSealedEntries(t *testing.T) {
+	ctx := t.Context()
+	st := &hookStore{Store: memDataset(t)}
+	s := openShard(t, testOptions(st, "w0"))
+	st.set(func(op, key string) error {
+		if op == "deletebatch" && strings.Contains(key, "/entries/") {
+			return errors.New("killed before the entry deletes")
+		}
+		return nil
+	})
+	appendRows(t, s, row{id: "a", n: 1})
+	appendRows(t, s, row{id: "b", n: 1})
+	flush(t, s)
+	s.abandon()
+	st.set(nil)
+	if n := countKeys(t, st, entriesDir(s.ID())); n != 2 {
+		t.Fatalf("%d entries before Recover, want the 2 sealed ones", n)
+	}
+
+	rec, err := Recover(ctx, st, s.ID())
+	if err != nil || rec.Unreplayed || rec.Swept != 2 || rec.SweepErr != nil {
+		t.Fatalf("Recover: %+v, %v; want 2 swept, nothing to replay", rec, err)
+	}
+	if n := countKeys(t, st, entriesDir(s.ID())); n != 0 {
+		t.Fatalf("%d entries after Recover, want 0", n)
+	}
+	if rec, err = Recover(ctx, st, s.ID()); err != nil || rec != (Recovery{}) {
+		t.Fatalf("Recover of a tidy shard: %+v, %v", rec, err)
+	}
+
+	// Sealed leftovers followed by an acknowledged, unsealed entry.
+	s2 := openShard(t, testOptions(st, "w0"))
+	st.set(func(op, key string) error {
+		if op == "deletebatch" && strings.Contains(key, "/entries/") {
+			return errors.New("killed before the entry deletes")
+		}
+		return nil
+	})
+	appendRows(t, s2, row{id: "c", n: 1})
+	flush(t, s2)
+	appendRows(t, s2, row{id: "d", n: 1})
+	s2.abandon()
+	st.set(nil)
+	rec, err = Recover(ctx, st, s2.ID())
+	if err != nil || !rec.Unreplayed || rec.Swept != 1 {
+		t.Fatalf("Recover: %+v, %v; want 1 swept and entries to replay", rec, err)
+	}
+	if n := countKeys(t, st, entriesDir(s2.ID())); n != 1 {
+		t.Fatalf("%d entries after Recover, want the unsealed one", n)
+	}
+	s3 := openShard(t, testOptions(st, "w0"))
+	flush(t, s3)
+	expectKeys(t, readAll(t, st, nil), map[string]int64{"a": 1, "b": 1, "c": 1, "d": 1})
+}

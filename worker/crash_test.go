@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -319,11 +320,12 @@ func crashKill9(t *testing.T, ck crashKind) {
 						Count   int  `json:"count"`
 						Durable bool `json:"durable"`
 					}
-					derr := json.NewDecoder(resp.Body).Decode(&ar)
+					raw, rerr := io.ReadAll(resp.Body)
 					resp.Body.Close()
+					derr := errors.Join(rerr, json.Unmarshal(raw, &ar))
 					if resp.StatusCode != http.StatusCreated || derr != nil {
 						if resp.StatusCode != http.StatusServiceUnavailable && derr == nil && ctx.Err() == nil {
-							t.Errorf("append answered %d", resp.StatusCode)
+							t.Errorf("append answered %d: %s", resp.StatusCode, raw)
 						}
 						continue
 					}
@@ -412,7 +414,7 @@ func crashKill9(t *testing.T, ck crashKind) {
 	// them with FileStore.SweepTemp.)
 	entries, _ := filepath.Glob(filepath.Join(dir, "crash."+ck.kind+".lance", "_wal", "*", "entries", "[0-9]*"))
 	if len(entries) != 0 {
-		ms, _ := filepath.Glob(filepath.Join(dir, "crash."+ck.kind+".lance", "_wal", "*", "manifest", "*"))
+		ms, _ := filepath.Glob(filepath.Join(dir, "crash."+ck.kind+".lance", "_wal", "*", "manifest", "[0-9]*"))
 		sort.Strings(ms)
 		m, _ := os.ReadFile(ms[0]) // the newest version sorts first
 		t.Fatalf("%d WAL entries left after a graceful stop: %v\nnewest manifest %s\nworker log tail:\n%s", len(entries), entries, m, p.logs)

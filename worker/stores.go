@@ -278,9 +278,15 @@ func (ss *stores) open(ctx context.Context, h *handle) error {
 			return fmt.Errorf("worker: open store %q: %w", h.name, err)
 		}
 	}
-	if h.replay, err = wal.Unreplayed(ctx, st, wal.ShardID(s.cfg.WorkerID, entry.Incarnation)); err != nil {
+	rec, err := wal.Recover(ctx, st, wal.ShardID(s.cfg.WorkerID, entry.Incarnation))
+	if err != nil {
 		return fmt.Errorf("worker: open store %q: %w", h.name, err)
 	}
+	if rec.Swept > 0 || rec.SweepErr != nil {
+		s.log.Info("worker: deleted WAL entries an earlier run sealed but did not delete", "store", h.name,
+			"kind", ss.kind.name, "entries", rec.Swept, "err", rec.SweepErr)
+	}
+	h.replay = rec.Unreplayed
 	h.st, h.entry = st, entry
 	h.reader = wal.NewReader(st, wal.ReaderOptions{KeyColumn: ss.kind.keyColumn, Base: ds, KeyCache: s.keyCache,
 		KeyCacheScope: fmt.Sprintf("%s store %s %p", ss.kind.name, h.name, h)})
