@@ -40,6 +40,10 @@ type Dataset struct {
 	ridOnce sync.Once
 	rid     *rowIDIndex
 	ridErr  error
+
+	// lookupPlans holds, per key cache scope and column, the fragments LookupKey
+	// searches (opened once per version, not once per lookup): *lookupPlan.
+	lookupPlans sync.Map
 }
 
 // Open opens the latest version of the dataset at uri (file:// path, plain path, mem://).

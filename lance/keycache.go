@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lancectx/lancectx/lance/format/tablepb"
@@ -284,6 +285,46 @@ func (c *KeyCache) build(ctx context.Context, d *Dataset, fr *fragmentReader, f 
 	return x, nil
 }
 
+// lookupPlan is what LookupKey searches in one version: the fragments that hold the
+// key column, each with its key cache key.
+type lookupPlan struct {
+	once  sync.Once
+	frags []keyedFragment
+	err   error
+}
+
+type keyedFragment struct {
+	fr  *fragmentReader
+	key string
+}
+
+// lookupPlan returns the fragments of d that hold field kf (one added later is all
+// null in the older ones), built once per scope and column; building it drops the
+// scope's cache entries of fragments this version no longer has.
+func (d *Dataset) lookupPlan(cache *KeyCache, scope string, kf *schema.Field) ([]keyedFragment, error) {
+	v, _ := d.lookupPlans.LoadOrStore(scope+"\x00"+kf.Name, &lookupPlan{})
+	p := v.(*lookupPlan)
+	p.once.Do(func() {
+		frags := make([]keyedFragment, 0, len(d.Fragments()))
+		live := make(map[string]struct{}, len(d.Fragments()))
+		for _, frag := range d.Fragments() {
+			fr, err := openFragment(frag)
+			if err != nil {
+				p.err = err
+				return
+			}
+			if df := fr.owner[kf.ID]; df != nil {
+				k := keyCacheKey(scope, df, kf, frag.GetPhysicalRows())
+				frags = append(frags, keyedFragment{fr, k})
+				live[k] = struct{}{}
+			}
+		}
+		cache.prune(scope, d.Version(), live)
+		p.frags = frags
+	})
+	return p.frags, p.err
+}
+
 // LookupKey returns the first visible row, in table order, whose column equals key
 // (in the column's key form: strings as is, integers in decimal), with the given
 // columns; ok is false when no row has it. It reads the key column of each data file
@@ -291,64 +332,89 @@ func (c *KeyCache) build(ctx context.Context, d *Dataset, fr *fragmentReader, f 
 // and afterwards only the matching row and the deletion file of its fragment. column
 // must be a string, binary or integer column.
 func (d *Dataset) LookupKey(ctx context.Context, cache *KeyCache, scope, column, key string, columns []string) (rec arrow.RecordBatch, ok bool, err error) {
+	recs, err := d.LookupKeys(ctx, cache, scope, column, []string{key}, columns)
+	if err != nil {
+		return nil, false, err
+	}
+	return recs[0], recs[0] != nil, nil
+}
+
+// LookupKeys is LookupKey for many keys at once: recs[i] is the row of keys[i], nil
+// when no row has it. Each fragment's index is taken from the cache once for all the
+// keys, which is what makes checking a batch of keys cheap on a table of many
+// fragments. The caller releases the records.
+func (d *Dataset) LookupKeys(ctx context.Context, cache *KeyCache, scope, column string, keys []string, columns []string) (recs []arrow.RecordBatch, err error) {
 	kf := d.schema.Field(column)
 	if kf == nil {
-		return nil, false, fmt.Errorf("lance: no column %q in the table", column)
+		return nil, fmt.Errorf("lance: no column %q in the table", column)
 	}
 	if _, err := keyFunc(kf.Type); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	fields := make([]*schema.Field, len(columns))
 	for i, name := range columns {
 		if fields[i] = d.schema.Field(name); fields[i] == nil {
-			return nil, false, fmt.Errorf("lance: no column %q in the table", name)
+			return nil, fmt.Errorf("lance: no column %q in the table", name)
 		}
 	}
-	// The fragments that hold the column (one added later is all null in the older
-	// ones), each with its cache key.
-	type keyed struct {
-		fr  *fragmentReader
-		key string
+	frags, err := d.lookupPlan(cache, scope, kf)
+	if err != nil {
+		return nil, err
 	}
-	frags := make([]keyed, 0, len(d.Fragments()))
-	live := make(map[string]struct{}, len(d.Fragments()))
-	for _, frag := range d.Fragments() {
-		fr, err := openFragment(frag)
+	recs = make([]arrow.RecordBatch, len(keys))
+	defer func() {
 		if err != nil {
-			return nil, false, err
+			for _, r := range recs {
+				if r != nil {
+					r.Release()
+				}
+			}
+			recs = nil
 		}
-		if df := fr.owner[kf.ID]; df != nil {
-			k := keyCacheKey(scope, df, kf, frag.GetPhysicalRows())
-			frags = append(frags, keyed{fr, k})
-			live[k] = struct{}{}
-		}
+	}()
+	hs := make([]uint32, len(keys))
+	for i, key := range keys {
+		hs[i] = uint32(maphash.String(cache.seed, key))
 	}
-	cache.prune(scope, d.Version(), live)
-	h := uint32(maphash.String(cache.seed, key))
+	left := len(keys)
 	var rows []uint32
 	for _, kd := range frags {
+		if left == 0 {
+			break
+		}
 		fr, frag := kd.fr, kd.fr.frag
 		idx, err := cache.index(ctx, d, scope, kd.key, fr, kf)
 		if err != nil {
-			return nil, false, fmt.Errorf("lance: index %q of fragment %d: %w", column, frag.GetId(), err)
+			return recs, fmt.Errorf("lance: index %q of fragment %d: %w", column, frag.GetId(), err)
 		}
-		if rows = idx.find(rows[:0], h, key); len(rows) == 0 {
-			continue
-		}
-		deleted, err := readDeletionVector(ctx, d.store, frag)
-		if err != nil {
-			return nil, false, err
-		}
-		for _, r := range rows {
-			if deleted.Contains(r) {
+		var deleted *roaring.Bitmap
+		loaded := false
+		for i, key := range keys {
+			if recs[i] != nil {
 				continue
 			}
-			rec, err := fr.read(ctx, d.store, fields, fieldsSchema(fields), uint64(r), uint64(r)+1, nil)
-			if err != nil {
-				return nil, false, err
+			if rows = idx.find(rows[:0], hs[i], key); len(rows) == 0 {
+				continue
 			}
-			return rec, true, nil
+			if !loaded {
+				if deleted, err = readDeletionVector(ctx, d.store, frag); err != nil {
+					return recs, err
+				}
+				loaded = true
+			}
+			for _, r := range rows {
+				if deleted.Contains(r) {
+					continue
+				}
+				rec, err := fr.read(ctx, d.store, fields, fieldsSchema(fields), uint64(r), uint64(r)+1, nil)
+				if err != nil {
+					return recs, err
+				}
+				recs[i] = rec
+				left--
+				break
+			}
 		}
 	}
-	return nil, false, nil
+	return recs, nil
 }

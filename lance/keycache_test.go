@@ -136,6 +136,42 @@ func TestLookupKeyMatchesFilteredScan(t *testing.T) {
 		t.Errorf("a cached lookup read %d bytes, the scan %d: want under a third", lookupBytes, scanBytes)
 	}
 	check(2)
+
+	// LookupKeys answers each key as LookupKey does, duplicates included.
+	for _, col := range []string{"id", "name"} {
+		var batch []string
+		for _, id := range append(keys, keys[0]) {
+			if col == "id" {
+				batch = append(batch, fmt.Sprint(id))
+			} else {
+				batch = append(batch, fmt.Sprintf("name-%d", id))
+			}
+		}
+		recs, err := ds.LookupKeys(ctx, cache, "t", col, batch, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != len(batch) {
+			t.Fatalf("LookupKeys: %d answers for %d keys", len(recs), len(batch))
+		}
+		for i, k := range batch {
+			want := "<none>"
+			if rec, ok, err := ds.LookupKey(ctx, cache, "t", col, k, cols); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				want = recString(rec)
+				rec.Release()
+			}
+			got := "<none>"
+			if recs[i] != nil {
+				got = recString(recs[i])
+				recs[i].Release()
+			}
+			if got != want {
+				t.Errorf("LookupKeys(%s = %s) = %s, LookupKey gives %s", col, k, got, want)
+			}
+		}
+	}
 }
 
 // TestKeyCacheBoundAndConcurrency: under a bound smaller than the indexes, lookups

@@ -257,6 +257,13 @@ func (h *hookStore) Get(ctx context.Context, key string) (io.ReadCloser, error) 
 	return h.Store.Get(ctx, key)
 }
 
+func (h *hookStore) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if err := h.hook("getrange", key); err != nil {
+		return nil, err
+	}
+	return h.Store.GetRange(ctx, key, off, length)
+}
+
 func (h *hookStore) List(ctx context.Context, o objstore.ListOptions) (objstore.ListPage, error) {
 	if err := h.hook("list", o.Prefix); err != nil {
 		return objstore.ListPage{}, err

@@ -157,7 +157,7 @@ func TestOpenRefusesAnotherIncarnation(t *testing.T) {
 	if _, err := Open(context.Background(), o); !errors.Is(err, ErrIncarnation) {
 		t.Fatalf("open for another incarnation: %v", err)
 	}
-	if _, err := readAllManifests(context.Background(), st); err != nil {
+	if _, err := readAllManifests(context.Background(), st, nil); err != nil {
 		t.Fatal(err)
 	} else if shards, _ := listShards(context.Background(), st); len(shards) != 0 {
 		t.Fatalf("a refused open claimed shards %v", shards)

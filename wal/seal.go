@@ -240,6 +240,12 @@ func liveReader(s *arrow.Schema, v memView) (array.RecordReader, int64, error) {
 
 // Flush seals every row appended before the call and waits until the generation is in
 // the shard manifest (visible to every reader). ctx bounds the wait.
+//
+// Concurrent flushes share seals: a flush does not freeze the memtable itself but asks
+// the sealer, which freezes whatever the memtable holds when it starts its next seal.
+// So the flushes that arrive while a seal is being written are all served by the one
+// after it, instead of each freezing its own memtable and waiting for the seals of
+// all the flushes ahead of it, one by one.
 func (s *Shard) Flush(ctx context.Context) error {
 	start := time.Now()
 	s.mu.Lock()
@@ -255,7 +261,7 @@ func (s *Shard) Flush(ctx context.Context) error {
 		s.mu.Lock()
 		done := s.sealedThrough >= target
 		if !done && s.active.rows > 0 && s.active.firstSeq <= target {
-			s.freezeLocked()
+			s.flushWanted.Store(true)
 		}
 		ch := s.sealedCh
 		lastErr := s.lastSealErr

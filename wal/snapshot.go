@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,12 +62,14 @@ type Snapshot struct {
 	// gens in precedence order, oldest first.
 	gens []pendingGen
 	// mem: the local memtables, oldest first.
-	mem        []memView
-	memSchema  *arrow.Schema
-	cache      *genCache
-	keyCache   *lance.KeyCache
-	keyScope   string
-	watermarks map[string]uint64
+	mem       []memView
+	memSchema *arrow.Schema
+	cache     *genCache
+	// gensScanned counts the generations scans read rows of (tests: Match skips).
+	gensScanned atomic.Int64
+	keyCache    *lance.KeyCache
+	keyScope    string
+	watermarks  map[string]uint64
 }
 
 type pendingGen struct {
@@ -89,6 +92,7 @@ type Reader struct {
 	incarnation atomic.Pointer[string]
 	base        atomic.Pointer[lance.Dataset]
 	cache       *genCache
+	manifests   *manifestCache
 	keyCache    *lance.KeyCache
 	keyScope    string
 }
@@ -108,7 +112,7 @@ type ReaderOptions struct {
 
 // NewReader returns the read state of the dataset at st.
 func NewReader(st objstore.Store, opts ReaderOptions) *Reader {
-	r := &Reader{st: st, keyColumn: opts.KeyColumn, cache: newGenCache(genCacheKeys), keyCache: opts.KeyCache,
+	r := &Reader{st: st, keyColumn: opts.KeyColumn, cache: newGenCache(genCacheKeys), manifests: newManifestCache(), keyCache: opts.KeyCache,
 		keyScope: opts.KeyCacheScope}
 	if r.keyScope == "" {
 		r.keyScope = fmt.Sprintf("reader %p", r)
@@ -211,7 +215,7 @@ func (r *Reader) Snapshot(ctx context.Context, local *Shard) (*Snapshot, error) 
 		if err != nil {
 			return nil, err
 		}
-		manifests, err := readAllManifests(ctx, r.st)
+		manifests, err := readAllManifests(ctx, r.st, r.manifests)
 		if err != nil {
 			return nil, err
 		}
@@ -296,8 +300,9 @@ func newSnapshot(st objstore.Store, base *lance.Dataset, keyColumn string, manif
 	return s, nil
 }
 
-// readAllManifests reads the latest manifest of every shard of the dataset.
-func readAllManifests(ctx context.Context, st objstore.Store) (map[string]*Manifest, error) {
+// readAllManifests reads the latest manifest of every shard of the dataset, through
+// mc (nil: no cache).
+func readAllManifests(ctx context.Context, st objstore.Store, mc *manifestCache) (map[string]*Manifest, error) {
 	shards, err := listShards(ctx, st)
 	if err != nil {
 		return nil, err
@@ -307,7 +312,7 @@ func readAllManifests(ctx context.Context, st objstore.Store) (map[string]*Manif
 	g.SetLimit(manifestReadLimit)
 	for i, id := range shards {
 		g.Go(func() error {
-			m, err := readLatestManifest(gctx, st, id)
+			m, err := readLatestManifestVia(gctx, st, id, mc)
 			out[i] = m
 			return err
 		})
@@ -321,6 +326,7 @@ func readAllManifests(ctx context.Context, st objstore.Store) (map[string]*Manif
 			res[id] = out[i]
 		}
 	}
+	mc.retain(res)
 	return res, nil
 }
 
@@ -359,20 +365,34 @@ type genIndex struct {
 	pos  map[string]int32
 }
 
-// genCache keeps the key indexes of generation files (immutable objects), bounded by
-// a total key count; over the bound it starts afresh.
+// genCache keeps, per generation file (an immutable object), its key index, the
+// distinct values of the columns scans matched on (ScanOptions.Match) and the opened
+// file itself, so that a snapshot reads a generation's metadata and key column once,
+// not once per read. Keys and values are bounded by a total count, the opened files by
+// their number; over either bound it starts afresh.
 type genCache struct {
 	mu    sync.Mutex
 	max   int
 	n     int
 	items map[string]*genIndex
+	// values holds the distinct values of a column, by generation key and column.
+	values map[string]map[string]map[string]struct{}
+	files  map[string]*file.Reader
 }
+
+// genCacheFiles bounds the generation files a Reader keeps open (their parsed
+// metadata and a small page cache each; no file handle is held).
+const genCacheFiles = 256
+
+// genFilePageCache bounds the page data each cached generation file keeps.
+const genFilePageCache = 256 << 10
 
 func newGenCache(maxKeys int) *genCache {
-	return &genCache{max: maxKeys, items: map[string]*genIndex{}}
+	return &genCache{max: maxKeys, items: map[string]*genIndex{}, values: map[string]map[string]map[string]struct{}{},
+		files: map[string]*file.Reader{}}
 }
 
-// retain drops the key indexes of the generations not in keep.
+// retain drops what is cached of the generations not in keep.
 func (c *genCache) retain(keep map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -380,6 +400,19 @@ func (c *genCache) retain(keep map[string]bool) {
 		if !keep[k] {
 			delete(c.items, k)
 			c.n -= len(gi.keys)
+		}
+	}
+	for k, cols := range c.values {
+		if !keep[k] {
+			for _, vs := range cols {
+				c.n -= len(vs)
+			}
+			delete(c.values, k)
+		}
+	}
+	for k := range c.files {
+		if !keep[k] {
+			delete(c.files, k)
 		}
 	}
 }
@@ -390,32 +423,129 @@ func (c *genCache) get(key string) *genIndex {
 	return c.items[key]
 }
 
+// reserveLocked makes room for n more keys or values, starting afresh when over the
+// bound; false when caching is off.
+func (c *genCache) reserveLocked(n int) bool {
+	if c.max <= 0 {
+		return false
+	}
+	if c.n+n > c.max {
+		c.items, c.values, c.n = map[string]*genIndex{}, map[string]map[string]map[string]struct{}{}, 0
+	}
+	c.n += n
+	return true
+}
+
 func (c *genCache) put(key string, gi *genIndex) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.items[key]; old != nil {
+		c.n -= len(old.keys)
+	}
+	if c.reserveLocked(len(gi.keys)) {
+		c.items[key] = gi
+	}
+}
+
+func (c *genCache) getValues(key, column string) (map[string]struct{}, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vs, ok := c.values[key][column]
+	return vs, ok
+}
+
+func (c *genCache) putValues(key, column string, vs map[string]struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.values[key][column]; ok {
+		c.n -= len(old)
+	}
+	if !c.reserveLocked(len(vs)) {
+		return
+	}
+	if c.values[key] == nil {
+		c.values[key] = map[string]map[string]struct{}{}
+	}
+	c.values[key][column] = vs
+}
+
+func (c *genCache) getFile(key string) *file.Reader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.files[key]
+}
+
+func (c *genCache) putFile(key string, r *file.Reader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.max <= 0 {
 		return
 	}
-	if c.n+len(gi.keys) > c.max {
-		c.items, c.n = map[string]*genIndex{}, 0
+	if len(c.files) >= genCacheFiles {
+		c.files = map[string]*file.Reader{}
 	}
-	c.items[key] = gi
-	c.n += len(gi.keys)
+	c.files[key] = r
 }
 
 // genCacheKeys bounds the key indexes a Reader keeps for reads.
 const genCacheKeys = 1 << 20
 
-// openGen opens a generation file of the snapshot.
+// openGen opens a generation file of the snapshot (once per Reader while it is
+// pending: the file is immutable, so its parsed metadata is kept).
 func (sn *Snapshot) openGen(ctx context.Context, g pendingGen) (*file.Reader, error) {
-	r, err := file.Open(ctx, lance.StoreSource(sn.st, g.key()), int64(g.Bytes))
+	if r := sn.cache.getFile(g.key()); r != nil {
+		return r, nil
+	}
+	r, err := file.OpenWith(ctx, lance.StoreSource(sn.st, g.key()), int64(g.Bytes), file.ReaderOptions{PageCacheBytes: genFilePageCache})
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, fmt.Errorf("%w: generation %d of shard %s: %v", ErrSnapshotStale, g.Gen, g.shard, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("wal: open generation %d of shard %s: %w", g.Gen, g.shard, err)
 	}
+	sn.cache.putFile(g.key(), r)
 	return r, nil
+}
+
+// genHasValue tells whether generation g holds a row whose string column is value,
+// from the generation's distinct values of column (read once, then cached).
+func (sn *Snapshot) genHasValue(ctx context.Context, g pendingGen, column, value string) (bool, error) {
+	if vs, ok := sn.cache.getValues(g.key(), column); ok {
+		_, has := vs[value]
+		return has, nil
+	}
+	f := sn.base.Schema().Field(column)
+	if f == nil {
+		return false, fmt.Errorf("wal: no column %q in the table", column)
+	}
+	valueOf, err := keyFunc(f.ArrowType())
+	if err != nil {
+		return false, fmt.Errorf("wal: match on column %q: %w", column, err)
+	}
+	r, err := sn.openGen(ctx, g)
+	if err != nil {
+		return false, err
+	}
+	vs := map[string]struct{}{}
+	if r.Schema().FieldByID(f.ID) != nil && r.NumRows() > 0 {
+		rec, err := r.Read(ctx, []int32{f.ID}, 0, r.NumRows())
+		if errors.Is(err, objstore.ErrNotFound) {
+			return false, fmt.Errorf("%w: generation %d of shard %s: %v", ErrSnapshotStale, g.Gen, g.shard, err)
+		}
+		if err != nil {
+			return false, fmt.Errorf("wal: read column %s of generation %d of shard %s: %w", column, g.Gen, g.shard, err)
+		}
+		col := rec.Column(0)
+		for i := range col.Len() {
+			if col.IsValid(i) {
+				vs[strings.Clone(valueOf(col, i))] = struct{}{}
+			}
+		}
+		rec.Release()
+	}
+	sn.cache.putValues(g.key(), column, vs)
+	_, has := vs[value]
+	return has, nil
 }
 
 // genKeys returns the key index of a generation.
@@ -531,15 +661,77 @@ func (sn *Snapshot) outputSchema(columns []string) (*arrow.Schema, error) {
 	return arrow.NewSchema(fields, nil), nil
 }
 
-// Get returns the newest row with the given key (one row), or ok == false. An integer
-// key may be written in any decimal form ("007" is 7).
-func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec arrow.RecordBatch, ok bool, err error) {
+// GetMany is Get for many keys: recs[i] is the newest row of keys[i], nil when no
+// source has it. The base table is searched for all the keys the write-ahead log
+// lacks at once (lance.Dataset.LookupKeys), which is what makes checking a batch
+// cheap on a base of many fragments. The caller releases the records.
+func (sn *Snapshot) GetMany(ctx context.Context, keys []string, columns []string) ([]arrow.RecordBatch, error) {
+	if sn.keyCache == nil {
+		recs := make([]arrow.RecordBatch, len(keys))
+		for i, k := range keys {
+			rec, ok, err := sn.Get(ctx, k, columns)
+			if err != nil {
+				releaseAll(recs)
+				return nil, err
+			}
+			if ok {
+				recs[i] = rec
+			}
+		}
+		return recs, nil
+	}
 	out, err := sn.outputSchema(columns)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	// The memtable, generation and base indexes all hold keys in the key form.
-	key = rowkey.Canonical(sn.keyType, key)
+	recs := make([]arrow.RecordBatch, len(keys))
+	var baseKeys []string
+	var baseAt []int
+	for i, k := range keys {
+		rec, ok, err := sn.getPending(ctx, rowkey.Canonical(sn.keyType, k), out)
+		if err != nil {
+			releaseAll(recs)
+			return nil, err
+		}
+		if ok {
+			recs[i] = rec
+			continue
+		}
+		baseKeys = append(baseKeys, rowkey.Canonical(sn.keyType, k))
+		baseAt = append(baseAt, i)
+	}
+	if len(baseKeys) == 0 {
+		return recs, nil
+	}
+	names := make([]string, out.NumFields())
+	for i, f := range out.Fields() {
+		names[i] = f.Name
+	}
+	found, err := sn.base.LookupKeys(ctx, sn.keyCache, sn.keyScope, sn.keyColumn, baseKeys, names)
+	if err != nil {
+		releaseAll(recs)
+		return nil, fmt.Errorf("wal: read base: %w", err)
+	}
+	for j, r := range found {
+		if r != nil {
+			recs[baseAt[j]] = array.NewRecordBatch(out, r.Columns(), 1)
+			r.Release()
+		}
+	}
+	return recs, nil
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+}
+
+// getPending looks key (in key form) up in the memtables and pending generations,
+// newest first.
+func (sn *Snapshot) getPending(ctx context.Context, key string, out *arrow.Schema) (arrow.RecordBatch, bool, error) {
 	for j := len(sn.mem) - 1; j >= 0; j-- {
 		v := sn.mem[j]
 		if loc, found := v.lookup(key); found {
@@ -564,6 +756,21 @@ func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec 
 		}
 		rec, err := sn.readGenRows(ctx, fr, out, uint64(r), uint64(r)+1)
 		return rec, err == nil, err
+	}
+	return nil, false, nil
+}
+
+// Get returns the newest row with the given key (one row), or ok == false. An integer
+// key may be written in any decimal form ("007" is 7).
+func (sn *Snapshot) Get(ctx context.Context, key string, columns []string) (rec arrow.RecordBatch, ok bool, err error) {
+	out, err := sn.outputSchema(columns)
+	if err != nil {
+		return nil, false, err
+	}
+	// The memtable, generation and base indexes all hold keys in the key form.
+	key = rowkey.Canonical(sn.keyType, key)
+	if rec, ok, err := sn.getPending(ctx, key, out); err != nil || ok {
+		return rec, ok, err
 	}
 	filter, err := rowkey.Filter(sn.keyColumn, sn.keyType, key)
 	if err != nil {
@@ -616,6 +823,16 @@ type ScanOptions struct {
 	// memtable are read (a caller that knows the base has no matching row, from a
 	// key lookup, saves the base scan).
 	SkipBase bool
+	// Match keeps only the rows whose string column Match.Column equals Match.Value
+	// (in addition to Filter), and lets the scan skip, unread, the pending generations
+	// that hold no such row: the distinct values of the column are read once per
+	// generation and kept. Reads of one item of a large write-ahead log use it.
+	Match *Match
+}
+
+// Match is an equality on a string column (ScanOptions.Match).
+type Match struct {
+	Column, Value string
 }
 
 // Scan streams the snapshot's rows, newest row per key, in a defined order: the base
@@ -654,8 +871,22 @@ func (sn *Snapshot) Scan(ctx context.Context, opts ScanOptions) (array.RecordRea
 		return nil, err
 	}
 	var filter *expr.Bound
-	if opts.Filter != "" {
-		e, err := expr.Parse(opts.Filter)
+	filterSQL := opts.Filter
+	if m := opts.Match; m != nil {
+		if f := sch.Field(m.Column); f == nil {
+			return nil, fmt.Errorf("wal: no column %q in the table", m.Column)
+		} else if _, err := keyFunc(f.ArrowType()); err != nil {
+			return nil, fmt.Errorf("wal: match on column %q: %w", m.Column, err)
+		}
+		eq := expr.QuoteIdent(m.Column) + " = '" + strings.ReplaceAll(m.Value, "'", "''") + "'"
+		if filterSQL == "" {
+			filterSQL = eq
+		} else {
+			filterSQL = "(" + filterSQL + ") AND " + eq
+		}
+	}
+	if filterSQL != "" {
+		e, err := expr.Parse(filterSQL)
 		if err != nil {
 			return nil, err
 		}
@@ -676,13 +907,13 @@ func (sn *Snapshot) Scan(ctx context.Context, opts ScanOptions) (array.RecordRea
 	if err != nil {
 		return nil, err
 	}
-	newest, err := sn.shadowMap(ctx)
+	newest, err := sn.newestSource(ctx, opts.Match != nil)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	sc := &scanReader{sn: sn, ctx: ctx, cancel: cancel, opts: opts, out: out, read: readSchema, filter: filter,
-		newest: newest, skip: opts.Offset, remaining: opts.Limit, refs: 1,
+		newest: newest, filterSQL: filterSQL, skip: opts.Offset, remaining: opts.Limit, refs: 1,
 		keyIdx: readSchema.FieldIndices(sn.keyColumn)[0]}
 	return sc, nil
 }
@@ -702,20 +933,11 @@ func namesSchema(sch *schema.Schema, names []string) (*arrow.Schema, error) {
 // shadowMap maps every key of the pending generations and the memtable to the newest
 // source holding it (generation i, or len(gens)+j for memtable view j).
 func (sn *Snapshot) shadowMap(ctx context.Context) (map[string]int32, error) {
-	newest := map[string]int32{}
-	idx := make([]*genIndex, len(sn.gens))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, gen := range sn.gens {
-		g.Go(func() error {
-			gi, err := sn.genKeys(gctx, gen)
-			idx[i] = gi
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	idx, err := sn.genIndexes(ctx)
+	if err != nil {
 		return nil, err
 	}
+	newest := map[string]int32{}
 	for i, gi := range idx {
 		for _, k := range gi.keys {
 			newest[k] = int32(i)
@@ -734,18 +956,70 @@ func (sn *Snapshot) shadowMap(ctx context.Context) (map[string]int32, error) {
 	return newest, nil
 }
 
+// genIndexes returns the key index of every pending generation (cached per Reader).
+func (sn *Snapshot) genIndexes(ctx context.Context) ([]*genIndex, error) {
+	idx := make([]*genIndex, len(sn.gens))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, gen := range sn.gens {
+		g.Go(func() error {
+			gi, err := sn.genKeys(gctx, gen)
+			idx[i] = gi
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return idx, nil
+}
+
+// newestSource returns how a scan finds the newest pending source of a key: the
+// source index (a generation's position, or len(gens)+j for memtable view j), and
+// false when no pending source has the key. A scan that emits few rows (a Match
+// scan) asks per key, through the sources' own indexes, newest first; a scan of
+// everything builds one map of all pending keys up front (shadowMap).
+func (sn *Snapshot) newestSource(ctx context.Context, perKey bool) (func(string) (int32, bool), error) {
+	if !perKey {
+		m, err := sn.shadowMap(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func(k string) (int32, bool) { s, ok := m[k]; return s, ok }, nil
+	}
+	idx, err := sn.genIndexes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(k string) (int32, bool) {
+		for j := len(sn.mem) - 1; j >= 0; j-- {
+			if _, ok := sn.mem[j].lookup(k); ok {
+				return int32(len(sn.gens) + j), true
+			}
+		}
+		for i := len(idx) - 1; i >= 0; i-- {
+			if _, ok := idx[i].pos[k]; ok {
+				return int32(i), true
+			}
+		}
+		return 0, false
+	}, nil
+}
+
 // scanReader is the array.RecordReader of a snapshot scan. It walks the stages (base,
 // generations, memtable) lazily, one batch at a time.
 type scanReader struct {
-	sn        *Snapshot
-	ctx       context.Context
-	cancel    context.CancelFunc
-	opts      ScanOptions
-	out       *arrow.Schema
-	read      *arrow.Schema
-	keyIdx    int
-	filter    *expr.Bound
-	newest    map[string]int32
+	sn     *Snapshot
+	ctx    context.Context
+	cancel context.CancelFunc
+	opts   ScanOptions
+	out    *arrow.Schema
+	read   *arrow.Schema
+	keyIdx int
+	filter *expr.Bound
+	newest func(string) (int32, bool)
+	// filterSQL is the filter every source applies: ScanOptions.Filter and Match.
+	filterSQL string
 	skip      int64
 	remaining int64
 	done      bool
@@ -891,7 +1165,7 @@ func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 		} else if len(r.out.FieldIndices(r.sn.keyColumn)) == 0 {
 			cols = append(cols, r.sn.keyColumn)
 		}
-		sc, err := r.sn.base.Scan(r.ctx, lance.ScanOptions{Columns: cols, Filter: r.opts.Filter, WithRowAddr: twoPhase, BatchSize: scanBatchRows})
+		sc, err := r.sn.base.Scan(r.ctx, lance.ScanOptions{Columns: cols, Filter: r.filterSQL, WithRowAddr: twoPhase, BatchSize: scanBatchRows})
 		if err != nil {
 			return nil, err
 		}
@@ -914,7 +1188,7 @@ func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 		if key.IsNull(i) {
 			keep[i] = true
 		} else {
-			_, shadowed := r.newest[r.sn.keyOf(key, i)]
+			_, shadowed := r.newest(r.sn.keyOf(key, i))
 			keep[i] = !shadowed
 		}
 		any = any || keep[i]
@@ -974,7 +1248,7 @@ func (r *scanReader) keepRows(rec arrow.RecordBatch, src int32, live func(int) b
 		if live != nil && !live(i) {
 			continue
 		}
-		if s, ok := r.newest[r.sn.keyOf(key, i)]; ok && s != src {
+		if s, ok := r.newest(r.sn.keyOf(key, i)); ok && s != src {
 			continue
 		}
 		if r.filter != nil && !sel.Get(i) {
@@ -1002,10 +1276,21 @@ func (r *scanReader) stepGen() (arrow.RecordBatch, error) {
 	}
 	g := r.sn.gens[r.gen]
 	if r.genR == nil {
+		if m := r.opts.Match; m != nil {
+			has, err := r.sn.genHasValue(r.ctx, g, m.Column, m.Value)
+			if err != nil {
+				return nil, err
+			}
+			if !has {
+				r.gen++
+				return nil, nil
+			}
+		}
 		fr, err := r.sn.openGen(r.ctx, g)
 		if err != nil {
 			return nil, err
 		}
+		r.sn.gensScanned.Add(1)
 		r.genR, r.genPos = fr, 0
 	}
 	if r.genPos >= r.genR.NumRows() {
@@ -1073,7 +1358,7 @@ func PendingGenerations(ctx context.Context, st objstore.Store) (PendingStats, e
 	if err != nil {
 		return PendingStats{}, fmt.Errorf("wal: open base: %w", err)
 	}
-	manifests, err := readAllManifests(ctx, st)
+	manifests, err := readAllManifests(ctx, st, nil)
 	if err != nil {
 		return PendingStats{}, err
 	}

@@ -239,3 +239,73 @@ func TestGenCacheRetainDropsMergedGenerations(t *testing.T) {
 		t.Fatalf("after retain: a=%v b=%v n=%d", c.get("a"), c.get("b"), c.n)
 	}
 }
+
+// TestScanMatchSkipsGenerations: a scan with Match returns what the equivalent filter
+// returns, and once a Reader knows each generation's values it reads only the
+// generations that hold the matched value.
+func TestScanMatchSkipsGenerations(t *testing.T) {
+	ctx := t.Context()
+	st := &hookStore{Store: memDataset(t)}
+	s := openShard(t, testOptions(st, "w0"))
+	for _, id := range []string{"a", "b", "c"} {
+		appendRows(t, s, row{id: id, n: 1}, row{id: id + "2", n: 2})
+		flush(t, s)
+	}
+	rd := NewReader(st, ReaderOptions{KeyColumn: "id"})
+	defer rd.Close()
+	sn, err := rd.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sn.PendingGenerations() != 3 {
+		t.Fatalf("%d pending generations, want 3", sn.PendingGenerations())
+	}
+	expectKeys(t, scanAll(t, sn, ScanOptions{Match: &Match{Column: "id", Value: "b"}}), map[string]int64{"b": 1})
+	expectKeys(t, scanAll(t, sn, ScanOptions{Filter: "n = 2", Match: &Match{Column: "id", Value: "c2"}}), map[string]int64{"c2": 2})
+	expectKeys(t, scanAll(t, sn, ScanOptions{Filter: "n = 1", Match: &Match{Column: "id", Value: "c2"}}), map[string]int64{})
+	expectKeys(t, scanAll(t, sn, ScanOptions{Match: &Match{Column: "id", Value: "it's absent"}}), map[string]int64{})
+
+	sn, err = rd.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectKeys(t, scanAll(t, sn, ScanOptions{Match: &Match{Column: "id", Value: "a2"}}), map[string]int64{"a2": 2})
+	if n := sn.gensScanned.Load(); n != 1 {
+		t.Fatalf("the scan read rows of %d generations, want only the one holding the value", n)
+	}
+	expectKeys(t, scanAll(t, sn, ScanOptions{Filter: "id = 'a2'"}), map[string]int64{"a2": 2})
+	if n := sn.gensScanned.Load(); n != 4 {
+		t.Fatalf("a filter scan read rows of %d generations, want all 3 more", n-1)
+	}
+	if _, err := sn.Scan(ctx, ScanOptions{Match: &Match{Column: "nope", Value: "x"}}); err == nil {
+		t.Fatal("a match on a missing column was accepted")
+	}
+
+	// Match applies to the base table too, once the generations are merged.
+	if _, err := s.Merge(ctx, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sn, err = rd.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectKeys(t, scanAll(t, sn, ScanOptions{Match: &Match{Column: "id", Value: "b2"}}), map[string]int64{"b2": 2})
+	expectKeys(t, scanAll(t, sn, ScanOptions{Filter: "n = 1", Match: &Match{Column: "id", Value: "c"}}), map[string]int64{"c": 1})
+
+	// A newer row of the key shadows the older ones, in a later generation and in the
+	// memtable, as in a scan without Match.
+	appendRows(t, s, row{id: "b", n: 5})
+	flush(t, s)
+	sn, err = rd.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectKeys(t, scanAll(t, sn, ScanOptions{Match: &Match{Column: "id", Value: "b"}}), map[string]int64{"b": 5})
+	appendRows(t, s, row{id: "b", n: 6})
+	sn, err = rd.Snapshot(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectKeys(t, scanAll(t, sn, ScanOptions{Match: &Match{Column: "id", Value: "b"}}), map[string]int64{"b": 6})
+	expectKeys(t, scanAll(t, sn, ScanOptions{Filter: "id = 'b'"}), map[string]int64{"b": 6})
+}

@@ -120,24 +120,32 @@ func (s *Server) checkStored(ctx context.Context, h *handle, sn *wal.Snapshot, e
 	for i, f := range cols {
 		all[i] = f.Name
 	}
+	ids := make([]string, len(evs))
 	for i := range evs {
-		ev := &evs[i]
-		rec, ok, err := sn.Get(ctx, ev.EventID, all)
-		if err != nil {
-			return err
-		}
-		if !ok {
+		ids[i] = evs[i].EventID
+	}
+	stored, err := sn.GetMany(ctx, ids, all)
+	if err != nil {
+		return err
+	}
+	var conflict error
+	for i, rec := range stored {
+		if rec == nil {
 			continue
 		}
 		old, err := datagen.NewRows(rec).Event(0)
 		rec.Release()
-		if err != nil {
-			return err
+		switch {
+		case conflict != nil:
+		case err != nil:
+			conflict = err
+		case datagen.Content(&old) != datagen.Content(&evs[i]):
+			conflict = api.InvalidRequest("events[%d]: event_id %s was reused with different content (the store has it)",
+				i, api.QuoteTrunc(evs[i].EventID, 100))
 		}
-		if datagen.Content(&old) != datagen.Content(ev) {
-			return api.InvalidRequest("events[%d]: event_id %s was reused with different content (the store has it)",
-				i, api.QuoteTrunc(ev.EventID, 100))
-		}
+	}
+	if conflict != nil {
+		return conflict
 	}
 	byItem := map[string][]int{}
 	for i := range evs {
@@ -162,7 +170,8 @@ func (s *Server) checkStored(ctx context.Context, h *handle, sn *wal.Snapshot, e
 			want[evs[i].ItemSeq] = i
 		}
 		rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColEventID, datagen.ColItemSeq}, SkipBase: !inBase,
-			Filter: fmt.Sprintf("%s = %s AND %s IN (%s)", datagen.ColItemID, sqlString(item), datagen.ColItemSeq, strings.Join(seqs, ","))})
+			Match:  &wal.Match{Column: datagen.ColItemID, Value: item},
+			Filter: fmt.Sprintf("%s IN (%s)", datagen.ColItemSeq, strings.Join(seqs, ","))})
 		if err != nil {
 			return err
 		}
@@ -348,15 +357,15 @@ func (s *Server) handleDatagenAppend(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, http.StatusCreated, resp)
 }
 
-// scanEvents reads the events matching filter (sorted by item_id, item_seq,
-// event_id) from a snapshot: the rows of one item or one root, never the store.
-// Blob bytes are read only with blobs.
-func (s *Server) scanEvents(ctx context.Context, sn *wal.Snapshot, filter string, blobs bool) ([]api.DatagenEvent, error) {
+// scanEvents reads the events whose string column equals value (sorted by item_id,
+// item_seq, event_id) from a snapshot: the rows of one item or one root, never the
+// store. Blob bytes are read only with blobs.
+func (s *Server) scanEvents(ctx context.Context, sn *wal.Snapshot, column, value string, blobs bool) ([]api.DatagenEvent, error) {
 	cols := datagen.ReadColumns()
 	if blobs {
 		cols = append(cols, datagen.ColValueBlob)
 	}
-	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: filter})
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Match: &wal.Match{Column: column, Value: value}})
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +416,7 @@ func (s *Server) itemEvents(r *http.Request, blobs bool) (string, []api.DatagenE
 	var evs []api.DatagenEvent
 	err = s.datagenRead(r.Context(), name, func(_ *handle, sn *wal.Snapshot) error {
 		var err error
-		evs, err = s.scanEvents(r.Context(), sn, datagen.ColItemID+" = "+sqlString(item), blobs)
+		evs, err = s.scanEvents(r.Context(), sn, datagen.ColItemID, item, blobs)
 		return err
 	})
 	return name, evs, err
@@ -487,7 +496,7 @@ func (s *Server) handleDatagenRootEvents(w http.ResponseWriter, r *http.Request)
 	var evs []api.DatagenEvent
 	err = s.datagenRead(r.Context(), name, func(_ *handle, sn *wal.Snapshot) error {
 		var err error
-		evs, err = s.scanEvents(r.Context(), sn, datagen.ColRootItemID+" = "+sqlString(root), false)
+		evs, err = s.scanEvents(r.Context(), sn, datagen.ColRootItemID, root, false)
 		return err
 	})
 	if err != nil {
