@@ -238,3 +238,16 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestEverySectionMarkerParses: a section kept from an earlier report is found by its
+// marker, so every section's name must round-trip through the marker (format21 did
+// not: its digits were outside the pattern, and a partial run dropped its rows).
+func TestEverySectionMarkerParses(t *testing.T) {
+	for _, s := range sections() {
+		mark := sectionMark{date: "2026-01-02T03:04:05Z", command: "bench/run.sh --only " + s.name}
+		m := sectionMarkerRE.FindStringSubmatch(mark.marker(s.name))
+		if m == nil || m[1] != s.name {
+			t.Errorf("section %q: marker %q parses as %q", s.name, mark.marker(s.name), m)
+		}
+	}
+}

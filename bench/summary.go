@@ -170,7 +170,7 @@ func sectionOf(id string) string {
 // command. Markers written before commits were tracked lack commit and code.
 const sectionMarkerFormat = "<!-- section: %s | measured: %s | commit: %s | code: %s | command: %s -->"
 
-var sectionMarkerRE = regexp.MustCompile(`^<!-- section: ([a-z]+) \| measured: (.*?)(?: \| commit: (.*?) \| code: (\S*))? \| command: (.*?) -->$`)
+var sectionMarkerRE = regexp.MustCompile(`^<!-- section: ([a-z0-9]+) \| measured: (.*?)(?: \| commit: (.*?) \| code: (\S*))? \| command: (.*?) -->$`)
 
 // sectionMark is what a section's marker says.
 type sectionMark struct {
