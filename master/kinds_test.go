@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/internal/oracle"
@@ -124,6 +126,14 @@ func TestMasterCoversEveryKind(t *testing.T) {
 	}
 	if res.Version != 1 || versionsOf(t, data, StatsDataset) != 1 {
 		t.Fatalf("scan round: %+v, %d _stats versions; want one round = one version", res, versionsOf(t, data, StatsDataset))
+	}
+	// The aggregate gauges are per kind; a kind without stores exports zeros.
+	for kind, w := range map[string][3]float64{"rollout": {1, 6, 2}, "generic": {1, gens * perGen, gens}, "datagen": {0, 0, 0}} {
+		got := [3]float64{testutil.ToFloat64(sc.metrics.experiments.WithLabelValues(kind)),
+			testutil.ToFloat64(sc.metrics.rows.WithLabelValues(kind)), testutil.ToFloat64(sc.metrics.pendingSum.WithLabelValues(kind))}
+		if got != w {
+			t.Errorf("%s: experiments, rows, pending generations gauges %v, want %v", kind, got, w)
+		}
 	}
 	ro, okR := stats.Snapshot().Lookup("rollout", "shared")
 	ge, okG := stats.Snapshot().Lookup("generic", "shared")

@@ -48,18 +48,22 @@ type store struct {
 }
 
 type scanMetrics struct {
-	duration    prometheus.Histogram
-	observed    prometheus.Gauge
-	failed      prometheus.Gauge
-	experiments prometheus.Gauge
-	rows        prometheus.Gauge
-	fragments   prometheus.Gauge
-	pendingSum  prometheus.Gauge
-	pendingMax  prometheus.Gauge
-	overCap     prometheus.Gauge
-	over1k      prometheus.Gauge
+	duration prometheus.Histogram
+	observed prometheus.Gauge
+	failed   prometheus.Gauge
+	// The aggregate gauges are per store kind (label kind).
+	experiments *prometheus.GaugeVec
+	rows        *prometheus.GaugeVec
+	fragments   *prometheus.GaugeVec
+	pendingSum  *prometheus.GaugeVec
+	pendingMax  *prometheus.GaugeVec
+	overCap     *prometheus.GaugeVec
+	over1k      *prometheus.GaugeVec
 	conflicts   *prometheus.CounterVec
 }
+
+// kindLabel labels the per-kind gauges with the store kind (storekind names).
+var kindLabel = []string{"kind"}
 
 func newScanMetrics(reg prometheus.Registerer) *scanMetrics {
 	m := &scanMetrics{
@@ -67,15 +71,15 @@ func newScanMetrics(reg prometheus.Registerer) *scanMetrics {
 			Help: "Duration of stats scan rounds.", Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60}}),
 		observed:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_scan_experiments_observed", Help: "Experiments observed by the last stats scan round."}),
 		failed:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_scan_experiments_failed", Help: "Experiments whose observation failed in the last stats scan round (their previous row is kept)."}),
-		experiments: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_experiments", Help: "Experiments (stores of every kind) in the stats table."}),
-		rows:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_rollout_rows", Help: "Rows across all experiments (base tables plus pending WAL generations)."}),
-		fragments:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_rollout_fragments", Help: "Base-table fragments across all experiments."}),
-		pendingSum:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_wal_pending_generations", Help: "Sealed WAL generations waiting to be merged, across all experiments."}),
-		pendingMax:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_wal_pending_generations_max", Help: "Largest number of pending WAL generations of one experiment."}),
-		overCap: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_stores_pending_over_read_cap",
-			Help: "Experiments with more than 4096 pending WAL generations (reads of them are refused)."}),
-		over1k: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_stores_pending_over_1k",
-			Help: "Experiments with more than 1000 pending WAL generations."}),
+		experiments: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_experiments", Help: "Experiments in the stats table, by store kind."}, kindLabel),
+		rows:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_rollout_rows", Help: "Rows across the experiments of a store kind (base tables plus pending WAL generations)."}, kindLabel),
+		fragments:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_rollout_fragments", Help: "Base-table fragments across the experiments of a store kind."}, kindLabel),
+		pendingSum:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_wal_pending_generations", Help: "Sealed WAL generations waiting to be merged, across the experiments of a store kind."}, kindLabel),
+		pendingMax:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_wal_pending_generations_max", Help: "Largest number of pending WAL generations of one experiment of a store kind."}, kindLabel),
+		overCap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_stores_pending_over_read_cap",
+			Help: "Experiments of a store kind with more than 4096 pending WAL generations (reads of them are refused)."}, kindLabel),
+		over1k: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_stores_pending_over_1k",
+			Help: "Experiments of a store kind with more than 1000 pending WAL generations."}, kindLabel),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_stats_commit_conflicts_total",
 			Help: "Conditional _stats commits by this master that lost to another writer's commit and were rebuilt on the latest version (writer: round or refresh). Nothing was overwritten; a steady rate means writers contend."},
 			[]string{"writer"}),
@@ -236,31 +240,44 @@ func (s *Scanner) Scan(ctx context.Context) (ScanResult, error) {
 }
 
 func (s *Scanner) record(rows []ExperimentStats, failed int, d time.Duration) {
-	var sumRows, sumFrags, sumPending, maxPending int64
-	var overCap, over1k int
+	type agg struct {
+		n, rows, frags, pending, maxPending, overCap, over1k int64
+	}
+	by := map[string]*agg{}
+	for _, k := range storekind.Names() {
+		by[k] = &agg{} // every kind exports its series, zero when it has no store
+	}
 	for _, r := range rows {
-		sumRows += r.RowCount
-		sumFrags += r.FragmentCount
-		sumPending += r.PendingWALGenerations
-		maxPending = max(maxPending, r.PendingWALGenerations)
+		a := by[kindOf(r.Kind)]
+		if a == nil {
+			a = &agg{}
+			by[kindOf(r.Kind)] = a
+		}
+		a.n++
+		a.rows += r.RowCount
+		a.frags += r.FragmentCount
+		a.pending += r.PendingWALGenerations
+		a.maxPending = max(a.maxPending, r.PendingWALGenerations)
 		if r.PendingWALGenerations > 4096 {
-			overCap++
+			a.overCap++
 		}
 		if r.PendingWALGenerations > 1000 {
-			over1k++
+			a.over1k++
 		}
 	}
 	m := s.metrics
 	m.duration.Observe(d.Seconds())
 	m.observed.Set(float64(len(rows)))
 	m.failed.Set(float64(failed))
-	m.experiments.Set(float64(len(rows)))
-	m.rows.Set(float64(sumRows))
-	m.fragments.Set(float64(sumFrags))
-	m.pendingSum.Set(float64(sumPending))
-	m.pendingMax.Set(float64(maxPending))
-	m.overCap.Set(float64(overCap))
-	m.over1k.Set(float64(over1k))
+	for k, a := range by {
+		m.experiments.WithLabelValues(k).Set(float64(a.n))
+		m.rows.WithLabelValues(k).Set(float64(a.rows))
+		m.fragments.WithLabelValues(k).Set(float64(a.frags))
+		m.pendingSum.WithLabelValues(k).Set(float64(a.pending))
+		m.pendingMax.WithLabelValues(k).Set(float64(a.maxPending))
+		m.overCap.WithLabelValues(k).Set(float64(a.overCap))
+		m.over1k.WithLabelValues(k).Set(float64(a.over1k))
+	}
 }
 
 // RefreshResult reports a single-experiment refresh.

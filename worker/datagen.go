@@ -215,7 +215,7 @@ func (s *Server) AppendEvents(ctx context.Context, name string, body []byte, che
 		return api.DatagenAppendResponse{}, api.InvalidRequest("events array must not be empty")
 	}
 	if len(req.Events) > s.cfg.MaxRecords {
-		return api.DatagenAppendResponse{}, api.InvalidRequest("events: %d events; the limit is %d per append", len(req.Events), s.cfg.MaxRecords)
+		return api.DatagenAppendResponse{}, api.PayloadTooLarge("events: %d events; at most %d per append; split the batch", len(req.Events), s.cfg.MaxRecords)
 	}
 	now := s.cfg.Now()
 	for i := range req.Events {
