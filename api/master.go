@@ -46,6 +46,21 @@ type ExperimentListResponse struct {
 	StatsVersion uint64              `json:"stats_version"`
 }
 
+// QueryRequest is the body of POST /api/v1/experiments/{name}/query: one read-only
+// SELECT (or WITH ... SELECT) statement over the table `records`.
+type QueryRequest struct {
+	SQL string `json:"sql"`
+}
+
+// QueryResponse answers a query: the column names, at most 10,000 rows of JSON values
+// (timestamps as RFC 3339 strings), their count, and whether rows were cut.
+type QueryResponse struct {
+	Columns   []string `json:"columns"`
+	Rows      [][]any  `json:"rows"`
+	RowCount  int      `json:"row_count"`
+	Truncated bool     `json:"truncated"`
+}
+
 // ExperimentDetail answers GET /api/v1/experiments/{name} and the rescan. Source is
 // "snapshot" (the stats snapshot) or "observed" (read from the dataset for this
 // request); Persisted tells whether an observation was written to the stats table.

@@ -74,6 +74,7 @@ func MasterRoutes() []Route {
 		{"GET", "/api/v1/experiments/{name}"},
 		{"POST", "/api/v1/experiments/{name}/rescan"},
 		{"POST", "/api/v1/experiments/{name}/optimize"},
+		{"POST", "/api/v1/experiments/{name}/query"},
 		{"GET", "/api/v1/tasks"},
 		{"POST", "/api/v1/tasks"},
 		{"GET", "/api/v1/tasks/{id}"},

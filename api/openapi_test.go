@@ -217,6 +217,8 @@ func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
 		"ListRowsResponse":          reflect.TypeFor[ListRowsResponse[struct{}]](),
 		"GetRowsRequest":            reflect.TypeFor[GetRowsRequest](),
 		"GetRowsResponse":           reflect.TypeFor[GetRowsResponse[struct{}]](),
+		"QueryRequest":              reflect.TypeFor[QueryRequest](),
+		"QueryResponse":             reflect.TypeFor[QueryResponse](),
 	}
 	for name, typ := range cases {
 		t.Run(name, func(t *testing.T) { checkSchemaMatches(t, name, typ) })

@@ -111,6 +111,7 @@ func (m *Master) apiRoutes() []route {
 		{"GET /api/v1/experiments/{name}", m.handleGetExperiment},
 		{"POST /api/v1/experiments/{name}/rescan", m.handleRescan},
 		{"POST /api/v1/experiments/{name}/optimize", m.handleOptimize},
+		{"POST /api/v1/experiments/{name}/query", m.handleQuery},
 		{"GET /api/v1/tasks", m.handleListTasks},
 		{"POST /api/v1/tasks", m.handleCreateTask},
 		{"GET /api/v1/tasks/{id}", m.handleGetTask},

@@ -186,6 +186,7 @@ func TestMasterRoutesRefuseUnknownParameters(t *testing.T) {
 		"GET /api/v1/experiments/{name}":           "this route accepts fresh, kind",
 		"POST /api/v1/experiments/{name}/rescan":   "this route accepts kind",
 		"POST /api/v1/experiments/{name}/optimize": "this route accepts kind",
+		"POST /api/v1/experiments/{name}/query":    "this route accepts kind",
 		"GET /api/v1/tasks":                        "this route accepts kind, target, state, limit, offset",
 	}
 	body := map[string]string{"POST /api/v1/tasks": `{"kind":"compact","target":"exp"}`}

@@ -349,6 +349,16 @@ func (sn *Snapshot) Base() *lance.Dataset { return sn.base }
 // PendingGenerations is the number of generations the snapshot reads besides the base.
 func (sn *Snapshot) PendingGenerations() int { return len(sn.gens) }
 
+// PendingRows counts the rows of the pending generations and the memtable (an upper
+// bound of what they add to the base: a key may be in several).
+func (sn *Snapshot) PendingRows() int64 {
+	n := sn.MemtableRows()
+	for _, g := range sn.gens {
+		n += int64(g.Rows)
+	}
+	return n
+}
+
 // MemtableRows is the number of unsealed local rows in the snapshot (shadowed ones
 // included).
 func (sn *Snapshot) MemtableRows() int64 {

@@ -1,0 +1,75 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/sqlquery"
+	"github.com/lancectx/lancectx/wal"
+)
+
+// queryTimeout bounds a SQL query: loading the store's rows and running the statement.
+const queryTimeout = 60 * time.Second
+
+// handleQuery answers POST /api/v1/experiments/{name}/query: one read-only SELECT
+// over the table `records` (the store's base table and its pending WAL generations,
+// newest row per key; binary columns left out), through sqlquery (DuckDB). A store of
+// more than sqlquery.DefaultMaxRows rows is refused before anything is loaded.
+func (m *Master) handleQuery(w http.ResponseWriter, r *http.Request) {
+	q, err := api.Query(r, "kind")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	var req api.QueryRequest
+	if err := api.DecodeJSON(r, sqlquery.MaxSQLBytes+1024, &req); err != nil {
+		m.fail(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	kind, name, err := m.experiment(ctx, r, q)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	sn, err := wal.ReadSnapshot(ctx, m.datasetStore(kind, name), nil, wal.ReadOptions{KeyColumn: kind.KeyColumn})
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	if n := sn.Base().CountRows() + sn.PendingRows(); n > sqlquery.DefaultMaxRows {
+		m.fail(w, api.InvalidRequest("experiment %q holds %d rows, more than the %d a query loads; read it with the dataset tools "+
+			"(lancectx dataset scan) or LanceDB", name, n, sqlquery.DefaultMaxRows))
+		return
+	}
+	var cols []string
+	for _, f := range sn.Base().Schema().Arrow().Fields() {
+		if sqlquery.Supported(f.Type) {
+			cols = append(cols, f.Name)
+		}
+	}
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols})
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
+	defer rdr.Release()
+	res, err := sqlquery.Query(ctx, rdr, req.SQL, sqlquery.Options{})
+	switch {
+	case errors.Is(err, sqlquery.ErrInvalid), errors.Is(err, sqlquery.ErrTooManyRows):
+		m.fail(w, api.InvalidRequest("%s", strings.TrimPrefix(err.Error(), "sqlquery: ")).WithCause(err))
+		return
+	case ctx.Err() != nil && r.Context().Err() == nil:
+		m.fail(w, api.InvalidRequest("the query ran past its %s limit; narrow it", queryTimeout).WithCause(err))
+		return
+	case err != nil:
+		m.fail(w, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, api.QueryResponse{Columns: res.Columns, Rows: res.Rows, RowCount: res.RowCount, Truncated: res.Truncated})
+}
