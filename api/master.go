@@ -46,6 +46,17 @@ type ExperimentListResponse struct {
 	StatsVersion uint64              `json:"stats_version"`
 }
 
+// ExperimentRecordsResponse answers GET /api/v1/experiments/{name}/records: one page
+// of the store's records (rollout records, without their binary payload) and the
+// source they were read from (fragments, wal or all).
+type ExperimentRecordsResponse[T any] struct {
+	Records []T    `json:"records"`
+	HasMore bool   `json:"has_more"`
+	Limit   int    `json:"limit"`
+	Offset  int    `json:"offset"`
+	Source  string `json:"source"`
+}
+
 // QueryRequest is the body of POST /api/v1/experiments/{name}/query: one read-only
 // SELECT (or WITH ... SELECT) statement over the table `records`.
 type QueryRequest struct {

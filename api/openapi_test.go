@@ -218,6 +218,7 @@ func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
 		"GetRowsRequest":            reflect.TypeFor[GetRowsRequest](),
 		"GetRowsResponse":           reflect.TypeFor[GetRowsResponse[struct{}]](),
 		"QueryRequest":              reflect.TypeFor[QueryRequest](),
+		"ExperimentRecordsResponse": reflect.TypeFor[ExperimentRecordsResponse[struct{}]](),
 		"QueryResponse":             reflect.TypeFor[QueryResponse](),
 	}
 	for name, typ := range cases {

@@ -3,6 +3,7 @@ package master
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -91,5 +92,111 @@ func TestQueryExperiment(t *testing.T) {
 	// Nothing changed: the same answer as before the refused statements.
 	if st, res, e = ask(url, `SELECT count(*) FROM records`); st != 200 || fmt.Sprint(res.Rows) != "[[12]]" {
 		t.Fatalf("after the refusals: %d %+v %+v", st, res, e)
+	}
+}
+
+// TestExperimentRecords: the records routes read a rollout store from storage: the
+// base table (source=fragments), the sealed WAL generations (wal) or both (all),
+// paged with the reference's clamped limit and filtered; one record by id, and its
+// payload as a download named and typed from the record.
+func TestExperimentRecords(t *testing.T) {
+	dir := t.TempDir()
+	data, err := objstore.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wurl := kindsWorker(t, dir, data)
+	post(t, wurl+"/api/v1/rollouts", `{"name":"rec"}`, http.StatusCreated)
+	for g := range 3 {
+		var recs []string
+		for i := range 4 {
+			recs = append(recs, fmt.Sprintf(`{"id":"r-%d-%d","rollout_id":"ro-%d","sequence_order":%d,"reward":%d.5}`, g, i, i%2, i, g))
+		}
+		post(t, wurl+"/api/v1/rollouts/rec/records?flush=true", `{"records":[`+strings.Join(recs, ",")+`]}`, http.StatusCreated)
+	}
+	payload := []byte("\x89PNG not really")
+	b, _ := json.Marshal(map[string]any{"records": []map[string]any{{"id": "r-0-0", "rollout_id": "ro-0", "reward": 9.5,
+		"content_type": "image/png", "user_metadata": `{"filename":"a b/../c.png"}`, "binary_payload": payload}}})
+	post(t, wurl+"/api/v1/rollouts/rec/records?flush=true", string(b), http.StatusCreated)
+	post(t, wurl+"/api/v1/generic", `{"name":"rec","schema":`+genericDocs+`}`, http.StatusCreated)
+
+	c := newCluster(t, data)
+	set := fastSettings()
+	set.MergeWALInterval, set.CompactionInterval, set.CleanupInterval = 0, 0, 0 // this test merges
+	m := c.start(set, func(cfg *Config) { cfg.DataURI = "file://" + dir })
+	base := m.srv.URL + "/api/v1/experiments/rec/records"
+	list := func(query string) api.ExperimentRecordsResponse[map[string]any] {
+		t.Helper()
+		var out api.ExperimentRecordsResponse[map[string]any]
+		if st := httpJSON(t, "GET", base+query, "", &out); st != 200 {
+			t.Fatalf("GET records%s: %d", query, st)
+		}
+		return out
+	}
+	ids := func(res api.ExperimentRecordsResponse[map[string]any]) string {
+		var out []string
+		for _, r := range res.Records {
+			out = append(out, fmt.Sprint(r["id"]))
+			if _, ok := r["binary_payload"]; ok {
+				t.Fatalf("a listed record carries its payload: %v", r)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	if res := list(""); len(res.Records) != 0 || res.Source != "fragments" || res.Limit != 25 || res.HasMore {
+		t.Fatalf("fragments before any merge: %+v", res)
+	}
+	if res := list("?source=wal"); len(res.Records) != 12 || res.Source != "wal" || res.HasMore {
+		t.Fatalf("wal: %+v", res)
+	}
+	if res := list("?source=all&limit=5&offset=10"); ids(res) != "r-2-3,r-0-0" || res.HasMore || res.Limit != 5 || res.Offset != 10 {
+		t.Fatalf("all, last page: %s %+v", ids(res), res)
+	}
+	if res := list("?source=all&limit=5"); len(res.Records) != 5 || !res.HasMore {
+		t.Fatalf("all, first page: %+v", res)
+	}
+	if res := list("?source=all&limit=500"); res.Limit != 100 || len(res.Records) != 12 {
+		t.Fatalf("limit 500 is clamped to 100: %+v", res)
+	}
+	if res := list("?source=all&limit=0"); res.Limit != 1 || len(res.Records) != 1 || !res.HasMore {
+		t.Fatalf("limit 0 is clamped to 1: %+v", res)
+	}
+	if res := list("?source=all&rollout_id=ro-1&filter=reward%20%3E%201"); ids(res) != "r-1-1,r-1-3,r-2-1,r-2-3" {
+		t.Fatalf("filters: %s", ids(res))
+	}
+	var e api.ErrorResponse
+	for _, q := range []string{"?source=disk", "?filter=nope%20%3D%201", "?filter=(", "?include_in_training=maybe", "?kind=generic", "?offset=-1"} {
+		if st := httpJSON(t, "GET", base+q, "", &e); st != 400 {
+			t.Errorf("GET records%s: %d %+v, want a 400", q, st, e)
+		}
+	}
+
+	// After a merge the rows are in the fragments, the newest version of r-0-0 once.
+	post(t, wurl+"/api/v1/internal/merge-wal/rec?flush=true", ``, http.StatusOK)
+	if res := list("?limit=100"); len(res.Records) != 12 {
+		t.Fatalf("fragments after the merge: %+v", res)
+	}
+	if res := list("?source=wal"); len(res.Records) != 0 {
+		t.Fatalf("wal after the merge: %+v", res)
+	}
+	var one api.GetRecordResponse[map[string]any]
+	if st := httpJSON(t, "GET", base+"/r-0-0", "", &one); st != 200 || one.Record["reward"] != 9.5 || one.Record["binary_payload"] != nil {
+		t.Fatalf("record r-0-0: %d %+v", st, one)
+	}
+	if st := httpJSON(t, "GET", base+"/nope", "", &e); st != 404 {
+		t.Fatalf("an unknown record: %d %+v", st, e)
+	}
+	resp, err := http.Get(base + "/r-0-0/blob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(got) != string(payload) || resp.Header.Get("Content-Type") != "image/png" ||
+		resp.Header.Get("Content-Disposition") != `attachment; filename=a_b_.._c.png` {
+		t.Fatalf("blob: %d %q %v", resp.StatusCode, got, resp.Header)
+	}
+	if st := httpJSON(t, "GET", base+"/r-0-1/blob", "", &e); st != 404 {
+		t.Fatalf("a record without a payload: %d %+v", st, e)
 	}
 }

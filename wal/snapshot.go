@@ -833,6 +833,10 @@ type ScanOptions struct {
 	// memtable are read (a caller that knows the base has no matching row, from a
 	// key lookup, saves the base scan).
 	SkipBase bool
+	// BaseOnly reads the base table alone, as it is: the pending generations and the
+	// memtable are neither read nor shadow its rows (a view of what merges have
+	// committed, e.g. the master's records route with source=fragments).
+	BaseOnly bool
 	// Match keeps only the rows whose string column Match.Column equals Match.Value
 	// (in addition to Filter), and lets the scan skip, unread, the pending generations
 	// that hold no such row: the distinct values of the column are read once per
@@ -917,9 +921,14 @@ func (sn *Snapshot) Scan(ctx context.Context, opts ScanOptions) (array.RecordRea
 	if err != nil {
 		return nil, err
 	}
-	newest, err := sn.newestSource(ctx, opts.Match != nil)
-	if err != nil {
-		return nil, err
+	if opts.BaseOnly && opts.SkipBase {
+		return nil, errors.New("wal: BaseOnly and SkipBase exclude each other")
+	}
+	newest := func(string) (int32, bool) { return 0, false }
+	if !opts.BaseOnly {
+		if newest, err = sn.newestSource(ctx, opts.Match != nil); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	sc := &scanReader{sn: sn, ctx: ctx, cancel: cancel, opts: opts, out: out, read: readSchema, filter: filter,
@@ -1146,6 +1155,10 @@ func (r *scanReader) step() (arrow.RecordBatch, error) {
 		}
 		return r.stepBase()
 	case 1:
+		if r.opts.BaseOnly {
+			r.stage = 3
+			return nil, nil
+		}
 		return r.stepGen()
 	case 2:
 		return r.stepMem()

@@ -309,3 +309,23 @@ func TestScanMatchSkipsGenerations(t *testing.T) {
 	expectKeys(t, scanAll(t, sn, ScanOptions{Match: &Match{Column: "id", Value: "b"}}), map[string]int64{"b": 6})
 	expectKeys(t, scanAll(t, sn, ScanOptions{Filter: "id = 'b'"}), map[string]int64{"b": 6})
 }
+
+// TestScanBaseOnly: BaseOnly reads the base table as committed, the newer rows of the
+// pending generations neither read nor shadowing it; SkipBase reads only those.
+func TestScanBaseOnly(t *testing.T) {
+	ctx := t.Context()
+	st := memDataset(t, row{id: "a", n: 1}, row{id: "b", n: 1})
+	s := openShard(t, testOptions(st, "w0"))
+	appendRows(t, s, row{id: "a", n: 2}, row{id: "c", n: 2})
+	flush(t, s)
+	sn, err := ReadSnapshot(ctx, st, nil, ReadOptions{KeyColumn: "id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectKeys(t, scanAll(t, sn, ScanOptions{BaseOnly: true}), map[string]int64{"a": 1, "b": 1})
+	expectKeys(t, scanAll(t, sn, ScanOptions{SkipBase: true}), map[string]int64{"a": 2, "c": 2})
+	expectKeys(t, scanAll(t, sn, ScanOptions{}), map[string]int64{"a": 2, "b": 1, "c": 2})
+	if _, err := sn.Scan(ctx, ScanOptions{BaseOnly: true, SkipBase: true}); err == nil {
+		t.Fatal("BaseOnly with SkipBase was accepted")
+	}
+}
