@@ -60,6 +60,10 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd(store))
 	root.AddCommand(newAdoptCmd(store))
 	root.AddCommand(newEtcdCmd())
+	root.AddCommand(newRolloutsCmd())
+	root.AddCommand(newExperimentsCmd())
+	root.AddCommand(newTasksCmd())
+	root.AddCommand(newQueryCmd())
 	return root
 }
 
