@@ -174,15 +174,23 @@ type ListOptions struct {
 }
 
 func (o ListOptions) values() url.Values {
+	return queryOf(map[string]string{"filter": o.Filter}, o.Limit, o.Offset)
+}
+
+// queryOf is a query of the non-empty values of params and of a page (a zero limit
+// or offset is left out: the server's default).
+func queryOf(params map[string]string, limit, offset int) url.Values {
 	q := url.Values{}
-	if o.Limit > 0 {
-		q.Set("limit", strconv.Itoa(o.Limit))
+	for k, v := range params {
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
-	if o.Offset > 0 {
-		q.Set("offset", strconv.Itoa(o.Offset))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
 	}
-	if o.Filter != "" {
-		q.Set("filter", o.Filter)
+	if offset > 0 {
+		q.Set("offset", strconv.Itoa(offset))
 	}
 	return q
 }
@@ -216,18 +224,7 @@ type ExperimentsOptions struct {
 
 // Experiments lists the experiments the master knows (every store kind).
 func (c *Client) Experiments(ctx context.Context, opts ExperimentsOptions) (api.ExperimentListResponse, error) {
-	q := url.Values{}
-	for k, v := range map[string]string{"search": opts.Search, "kind": opts.Kind} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	if opts.Offset > 0 {
-		q.Set("offset", strconv.Itoa(opts.Offset))
-	}
+	q := queryOf(map[string]string{"search": opts.Search, "kind": opts.Kind}, opts.Limit, opts.Offset)
 	var out api.ExperimentListResponse
 	err := c.do(ctx, http.MethodGet, "/api/v1/experiments", q, nil, &out)
 	return out, err
@@ -243,18 +240,7 @@ type TasksOptions struct {
 
 // Tasks lists the master's tasks, newest first.
 func (c *Client) Tasks(ctx context.Context, opts TasksOptions) (api.TaskListResponse, error) {
-	q := url.Values{}
-	for k, v := range map[string]string{"kind": opts.Kind, "target": opts.Target, "state": opts.State} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	if opts.Offset > 0 {
-		q.Set("offset", strconv.Itoa(opts.Offset))
-	}
+	q := queryOf(map[string]string{"kind": opts.Kind, "target": opts.Target, "state": opts.State}, opts.Limit, opts.Offset)
 	var out api.TaskListResponse
 	err := c.do(ctx, http.MethodGet, "/api/v1/tasks", q, nil, &out)
 	return out, err
