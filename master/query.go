@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/sqlquery"
 	"github.com/lancectx/lancectx/wal"
@@ -17,8 +19,9 @@ const queryTimeout = 60 * time.Second
 
 // handleQuery answers POST /api/v1/experiments/{name}/query: one read-only SELECT
 // over the table `records` (the store's base table and its pending WAL generations,
-// newest row per key; binary columns left out), through sqlquery (DuckDB). A store of
-// more than sqlquery.DefaultMaxRows rows is refused before anything is loaded.
+// newest row per key; binary columns left out), through sqlquery (DuckDB), which reads
+// only the columns the statement names. A statement without a top-level LIMIT over a
+// store of more than sqlquery.DefaultMaxRows rows is refused before anything is read.
 func (m *Master) handleQuery(w http.ResponseWriter, r *http.Request) {
 	q, err := api.Query(r, "kind")
 	if err != nil {
@@ -42,26 +45,27 @@ func (m *Master) handleQuery(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, err)
 		return
 	}
-	if n := sn.Base().CountRows() + sn.PendingRows(); n > sqlquery.DefaultMaxRows {
-		m.fail(w, api.InvalidRequest("experiment %q holds %d rows, more than the %d a query loads; read it with the dataset tools "+
-			"(lancectx dataset scan) or LanceDB", name, n, sqlquery.DefaultMaxRows))
-		return
-	}
-	var cols []string
+	var fields []arrow.Field
 	for _, f := range sn.Base().Schema().Arrow().Fields() {
 		if sqlquery.Supported(f.Type) {
-			cols = append(cols, f.Name)
+			fields = append(fields, f)
 		}
 	}
-	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols})
-	if err != nil {
-		m.fail(w, err)
+	src := sqlquery.Source{
+		Schema: arrow.NewSchema(fields, nil),
+		Rows:   int(sn.Base().CountRows() + sn.PendingRows()),
+		Open: func(ctx context.Context, columns []string) (array.RecordReader, error) {
+			return sn.Scan(ctx, wal.ScanOptions{Columns: columns})
+		},
+	}
+	res, err := sqlquery.Query(ctx, src, req.SQL, sqlquery.Options{})
+	if errors.Is(err, sqlquery.ErrTooManyRows) {
+		m.fail(w, api.InvalidRequest("%s; or read the experiment with the dataset tools (lancectx dataset scan) or LanceDB",
+			strings.TrimPrefix(err.Error(), "sqlquery: ")).WithCause(err))
 		return
 	}
-	defer rdr.Release()
-	res, err := sqlquery.Query(ctx, rdr, req.SQL, sqlquery.Options{})
 	switch {
-	case errors.Is(err, sqlquery.ErrInvalid), errors.Is(err, sqlquery.ErrTooManyRows):
+	case errors.Is(err, sqlquery.ErrInvalid):
 		m.fail(w, api.InvalidRequest("%s", strings.TrimPrefix(err.Error(), "sqlquery: ")).WithCause(err))
 		return
 	case ctx.Err() != nil && r.Context().Err() == nil:

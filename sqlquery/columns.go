@@ -15,13 +15,16 @@ import (
 )
 
 // column is one column of the query's table: where it is in the source batches, its
-// DuckDB type and how a value is read out of an Arrow array.
+// DuckDB type and how a value is written from an Arrow array into a DuckDB chunk.
 type column struct {
 	name  string
 	index int
-	sql   string
-	value func(a arrow.Array, i int) any
+	info  duckdb.TypeInfo
+	set   setter
 }
+
+// setter writes value i of a into row of the chunk's column col (null for a null).
+type setter func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error
 
 // Supported reports whether a column of type t can be queried. Binary columns (blobs
 // and payloads) cannot: a query table holds text, numbers, times and their lists and
@@ -39,33 +42,89 @@ func tableColumns(s *arrow.Schema) ([]column, error) {
 	}
 	cols := make([]column, s.NumFields())
 	for i, f := range s.Fields() {
-		typ, get, err := mapType(f.Type)
+		info, get, err := mapType(f.Type)
 		if err != nil {
 			return nil, fmt.Errorf("sqlquery: column %q: %w", f.Name, err)
 		}
-		cols[i] = column{name: f.Name, index: i, sql: typ, value: get}
+		cols[i] = column{name: f.Name, index: i, info: info, set: setterOf(f.Type, get)}
 	}
 	return cols, nil
 }
 
-func createTable(cols []column) string {
-	var b strings.Builder
-	b.WriteString("CREATE TABLE " + TableName + " (")
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(quoteIdent(c.name) + " " + c.sql)
-	}
-	b.WriteString(")")
-	return b.String()
-}
-
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
+// setterOf writes the common flat types with typed, non-allocating calls, and every
+// other type through get (the Go value DuckDB takes for it).
+func setterOf(t arrow.DataType, get func(arrow.Array, int) any) setter {
+	null := func(c duckdb.DataChunk, col, row int) error { return c.SetValue(col, row, nil) }
+	switch t.(type) {
+	case *arrow.StringType:
+		return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+			if a.IsNull(i) {
+				return null(c, col, row)
+			}
+			return duckdb.SetChunkValue(c, col, row, a.(*array.String).Value(i))
+		}
+	case *arrow.LargeStringType:
+		return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+			if a.IsNull(i) {
+				return null(c, col, row)
+			}
+			return duckdb.SetChunkValue(c, col, row, a.(*array.LargeString).Value(i))
+		}
+	case *arrow.Int32Type:
+		return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+			if a.IsNull(i) {
+				return null(c, col, row)
+			}
+			return duckdb.SetChunkValue(c, col, row, a.(*array.Int32).Value(i))
+		}
+	case *arrow.Int64Type:
+		return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+			if a.IsNull(i) {
+				return null(c, col, row)
+			}
+			return duckdb.SetChunkValue(c, col, row, a.(*array.Int64).Value(i))
+		}
+	case *arrow.Float32Type:
+		return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+			if a.IsNull(i) {
+				return null(c, col, row)
+			}
+			return duckdb.SetChunkValue(c, col, row, a.(*array.Float32).Value(i))
+		}
+	case *arrow.Float64Type:
+		return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+			if a.IsNull(i) {
+				return null(c, col, row)
+			}
+			return duckdb.SetChunkValue(c, col, row, a.(*array.Float64).Value(i))
+		}
+	case *arrow.BooleanType:
+		return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+			if a.IsNull(i) {
+				return null(c, col, row)
+			}
+			return duckdb.SetChunkValue(c, col, row, a.(*array.Boolean).Value(i))
+		}
+	}
+	return func(c duckdb.DataChunk, col, row int, a arrow.Array, i int) error {
+		return c.SetValue(col, row, get(a, i))
+	}
+}
+
+// prim is a DuckDB primitive type with its value reader.
+func prim(t duckdb.Type, get func(arrow.Array, int) any) (duckdb.TypeInfo, func(arrow.Array, int) any, error) {
+	info, err := duckdb.NewTypeInfo(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	return info, get, nil
+}
+
 // mapType returns the DuckDB type of an Arrow type and the reader of its values as
-// the Go values DuckDB's appender takes (nil for null).
-func mapType(t arrow.DataType) (string, func(arrow.Array, int) any, error) {
+// the Go values DuckDB takes (nil for null).
+func mapType(t arrow.DataType) (duckdb.TypeInfo, func(arrow.Array, int) any, error) {
 	nullable := func(get func(arrow.Array, int) any) func(arrow.Array, int) any {
 		return func(a arrow.Array, i int) any {
 			if a.IsNull(i) {
@@ -76,47 +135,47 @@ func mapType(t arrow.DataType) (string, func(arrow.Array, int) any, error) {
 	}
 	switch tt := t.(type) {
 	case *arrow.StringType:
-		return "VARCHAR", nullable(func(a arrow.Array, i int) any { return a.(*array.String).Value(i) }), nil
+		return prim(duckdb.TYPE_VARCHAR, nullable(func(a arrow.Array, i int) any { return a.(*array.String).Value(i) }))
 	case *arrow.LargeStringType:
-		return "VARCHAR", nullable(func(a arrow.Array, i int) any { return a.(*array.LargeString).Value(i) }), nil
+		return prim(duckdb.TYPE_VARCHAR, nullable(func(a arrow.Array, i int) any { return a.(*array.LargeString).Value(i) }))
 	case *arrow.BooleanType:
-		return "BOOLEAN", nullable(func(a arrow.Array, i int) any { return a.(*array.Boolean).Value(i) }), nil
+		return prim(duckdb.TYPE_BOOLEAN, nullable(func(a arrow.Array, i int) any { return a.(*array.Boolean).Value(i) }))
 	case *arrow.Int8Type:
-		return "TINYINT", nullable(func(a arrow.Array, i int) any { return a.(*array.Int8).Value(i) }), nil
+		return prim(duckdb.TYPE_TINYINT, nullable(func(a arrow.Array, i int) any { return a.(*array.Int8).Value(i) }))
 	case *arrow.Int16Type:
-		return "SMALLINT", nullable(func(a arrow.Array, i int) any { return a.(*array.Int16).Value(i) }), nil
+		return prim(duckdb.TYPE_SMALLINT, nullable(func(a arrow.Array, i int) any { return a.(*array.Int16).Value(i) }))
 	case *arrow.Int32Type:
-		return "INTEGER", nullable(func(a arrow.Array, i int) any { return a.(*array.Int32).Value(i) }), nil
+		return prim(duckdb.TYPE_INTEGER, nullable(func(a arrow.Array, i int) any { return a.(*array.Int32).Value(i) }))
 	case *arrow.Int64Type:
-		return "BIGINT", nullable(func(a arrow.Array, i int) any { return a.(*array.Int64).Value(i) }), nil
+		return prim(duckdb.TYPE_BIGINT, nullable(func(a arrow.Array, i int) any { return a.(*array.Int64).Value(i) }))
 	case *arrow.Uint8Type:
-		return "UTINYINT", nullable(func(a arrow.Array, i int) any { return a.(*array.Uint8).Value(i) }), nil
+		return prim(duckdb.TYPE_UTINYINT, nullable(func(a arrow.Array, i int) any { return a.(*array.Uint8).Value(i) }))
 	case *arrow.Uint16Type:
-		return "USMALLINT", nullable(func(a arrow.Array, i int) any { return a.(*array.Uint16).Value(i) }), nil
+		return prim(duckdb.TYPE_USMALLINT, nullable(func(a arrow.Array, i int) any { return a.(*array.Uint16).Value(i) }))
 	case *arrow.Uint32Type:
-		return "UINTEGER", nullable(func(a arrow.Array, i int) any { return a.(*array.Uint32).Value(i) }), nil
+		return prim(duckdb.TYPE_UINTEGER, nullable(func(a arrow.Array, i int) any { return a.(*array.Uint32).Value(i) }))
 	case *arrow.Uint64Type:
-		return "UBIGINT", nullable(func(a arrow.Array, i int) any { return a.(*array.Uint64).Value(i) }), nil
+		return prim(duckdb.TYPE_UBIGINT, nullable(func(a arrow.Array, i int) any { return a.(*array.Uint64).Value(i) }))
 	case *arrow.Float32Type:
-		return "FLOAT", nullable(func(a arrow.Array, i int) any { return a.(*array.Float32).Value(i) }), nil
+		return prim(duckdb.TYPE_FLOAT, nullable(func(a arrow.Array, i int) any { return a.(*array.Float32).Value(i) }))
 	case *arrow.Float64Type:
-		return "DOUBLE", nullable(func(a arrow.Array, i int) any { return a.(*array.Float64).Value(i) }), nil
+		return prim(duckdb.TYPE_DOUBLE, nullable(func(a arrow.Array, i int) any { return a.(*array.Float64).Value(i) }))
 	case *arrow.Date32Type:
-		return "DATE", nullable(func(a arrow.Array, i int) any { return a.(*array.Date32).Value(i).ToTime().UTC() }), nil
+		return prim(duckdb.TYPE_DATE, nullable(func(a arrow.Array, i int) any { return a.(*array.Date32).Value(i).ToTime().UTC() }))
 	case *arrow.TimestampType:
-		sqlType := "TIMESTAMP"
+		typ := duckdb.TYPE_TIMESTAMP
 		if tt.TimeZone != "" {
-			sqlType = "TIMESTAMPTZ"
+			typ = duckdb.TYPE_TIMESTAMP_TZ
 		}
 		toTime, err := tt.GetToTimeFunc()
 		if err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
-		return sqlType, nullable(func(a arrow.Array, i int) any { return toTime(a.(*array.Timestamp).Value(i)).UTC() }), nil
+		return prim(typ, nullable(func(a arrow.Array, i int) any { return toTime(a.(*array.Timestamp).Value(i)).UTC() }))
 	case *arrow.DictionaryType:
 		vt, get, err := mapType(tt.ValueType)
 		if err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
 		return vt, nullable(func(a arrow.Array, i int) any {
 			d := a.(*array.Dictionary)
@@ -125,9 +184,13 @@ func mapType(t arrow.DataType) (string, func(arrow.Array, int) any, error) {
 	case *arrow.ListType, *arrow.LargeListType, *arrow.FixedSizeListType:
 		et, get, err := mapType(t.(arrow.ListLikeType).Elem())
 		if err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
-		return et + "[]", nullable(func(a arrow.Array, i int) any {
+		info, err := duckdb.NewListInfo(et)
+		if err != nil {
+			return nil, nil, err
+		}
+		return info, nullable(func(a arrow.Array, i int) any {
 			l := a.(array.ListLike)
 			start, end := l.ValueOffsets(i)
 			vals := l.ListValues()
@@ -138,16 +201,26 @@ func mapType(t arrow.DataType) (string, func(arrow.Array, int) any, error) {
 			return out
 		}), nil
 	case *arrow.StructType:
-		parts := make([]string, tt.NumFields())
+		if tt.NumFields() == 0 {
+			return nil, nil, fmt.Errorf("a struct without fields cannot be queried")
+		}
+		entries := make([]duckdb.StructEntry, tt.NumFields())
 		gets := make([]func(arrow.Array, int) any, tt.NumFields())
 		for k, f := range tt.Fields() {
 			ft, get, err := mapType(f.Type)
 			if err != nil {
-				return "", nil, fmt.Errorf("field %q: %w", f.Name, err)
+				return nil, nil, fmt.Errorf("field %q: %w", f.Name, err)
 			}
-			parts[k], gets[k] = quoteIdent(f.Name)+" "+ft, get
+			if entries[k], err = duckdb.NewStructEntry(ft, f.Name); err != nil {
+				return nil, nil, fmt.Errorf("field %q: %w", f.Name, err)
+			}
+			gets[k] = get
 		}
-		return "STRUCT(" + strings.Join(parts, ", ") + ")", nullable(func(a arrow.Array, i int) any {
+		info, err := duckdb.NewStructInfo(entries[0], entries[1:]...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return info, nullable(func(a arrow.Array, i int) any {
 			s := a.(*array.Struct)
 			out := make(map[string]any, len(gets))
 			for k, get := range gets {
@@ -156,7 +229,7 @@ func mapType(t arrow.DataType) (string, func(arrow.Array, int) any, error) {
 			return out
 		}), nil
 	}
-	return "", nil, fmt.Errorf("type %s cannot be queried", t)
+	return nil, nil, fmt.Errorf("type %s cannot be queried", t)
 }
 
 // jsonValue turns a DuckDB result value into one encoding/json writes as the API

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,14 +17,19 @@ import (
 
 // Limits of a query (the reference's).
 const (
-	// DefaultMaxRows bounds the rows loaded into the query's table.
+	// DefaultMaxRows bounds the rows a statement without a LIMIT may scan.
 	DefaultMaxRows = 200_000
+	// DefaultMaxLimitedRows bounds the rows a statement with a top-level LIMIT may
+	// scan (an aggregate such as GROUP BY ... LIMIT over a large experiment).
+	DefaultMaxLimitedRows = 5_000_000
 	// DefaultMaxResultRows bounds the rows of an answer; more are cut (Truncated).
 	DefaultMaxResultRows = 10_000
 	// MaxSQLBytes bounds the statement text.
 	MaxSQLBytes = 64 << 10
 	// TableName is the table the statement reads.
 	TableName = "records"
+	// scanFunction is the table function behind the view TableName.
+	scanFunction = "lancectx_scan"
 )
 
 // ErrInvalid marks a statement refused or failed for what it says (syntax, unknown
@@ -31,13 +37,18 @@ const (
 // database does not have): the caller's mistake, a 400.
 var ErrInvalid = errors.New("sqlquery: invalid query")
 
-// ErrTooManyRows: the source holds more rows than Options.MaxRows.
+// ErrTooManyRows: the source holds more rows than the statement may scan
+// (Options.MaxRows without a LIMIT, Options.MaxLimitedRows with one).
 var ErrTooManyRows = errors.New("sqlquery: too many rows to query")
 
 // Options bound a query. The zero value takes the defaults.
 type Options struct {
-	// MaxRows is the most source rows loaded (DefaultMaxRows when 0).
+	// MaxRows is the most source rows a statement without a top-level LIMIT scans
+	// (DefaultMaxRows when 0).
 	MaxRows int
+	// MaxLimitedRows is the most source rows a statement with a top-level LIMIT
+	// scans (DefaultMaxLimitedRows when 0).
+	MaxLimitedRows int
 	// MaxResultRows is the most rows answered (DefaultMaxResultRows when 0).
 	MaxResultRows int
 	// MemoryLimit is DuckDB's max_memory for the query ("256MB" when empty).
@@ -48,6 +59,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxRows <= 0 {
 		o.MaxRows = DefaultMaxRows
 	}
+	if o.MaxLimitedRows <= 0 {
+		o.MaxLimitedRows = DefaultMaxLimitedRows
+	}
 	if o.MaxResultRows <= 0 {
 		o.MaxResultRows = DefaultMaxResultRows
 	}
@@ -55,6 +69,29 @@ func (o Options) withDefaults() Options {
 		o.MemoryLimit = "256MB"
 	}
 	return o
+}
+
+// Source is the table a statement reads.
+type Source struct {
+	// Schema is every column of the table (see Supported).
+	Schema *arrow.Schema
+	// Rows is the number of rows the table holds, known before it is read (a store's
+	// base rows plus its pending WAL rows): the bounds are checked against it before
+	// any row is read, and again while rows stream.
+	Rows int
+	// Open reads every row of the named columns (a subset of Schema's, in its order),
+	// once, when the statement first needs rows: only the columns the statement uses
+	// are read.
+	Open func(ctx context.Context, columns []string) (array.RecordReader, error)
+}
+
+// ReaderSource is a Source over batches already at hand (every column of rdr's
+// schema is read; Rows is counted as they stream, so no bound is known before).
+func ReaderSource(rdr array.RecordReader) Source {
+	return Source{Schema: rdr.Schema(), Rows: -1, Open: func(context.Context, []string) (array.RecordReader, error) {
+		rdr.Retain()
+		return rdr, nil
+	}}
 }
 
 // Result is an answer: column names, rows of JSON-ready values (strings, numbers,
@@ -65,15 +102,17 @@ type Result struct {
 	Rows      [][]any  `json:"rows"`
 	RowCount  int      `json:"row_count"`
 	Truncated bool     `json:"truncated"`
-	// SourceRows is the number of rows the table held.
+	// SourceRows is the number of rows the statement read from the table.
 	SourceRows int `json:"-"`
 }
 
-// Query loads the batches of src (every column of its schema; see Supported) into the
-// table `records` of a new in-memory database, runs statement over it and returns
-// the answer. src is read to its end unless it holds more than Options.MaxRows rows
-// (ErrTooManyRows). ctx bounds the whole query, interrupting DuckDB when it ends.
-func Query(ctx context.Context, src array.RecordReader, statement string, opts Options) (Result, error) {
+// Query runs statement over src as the table `records` of a new in-memory database
+// and returns the answer. The table is a view over a table function that streams
+// src's batches into DuckDB's vectors as the statement pulls them, so no row is
+// copied into a DuckDB table and only the columns the statement names are read; the
+// row bounds of opts are checked before the first row is read (src.Rows) and while
+// rows stream. ctx bounds the whole query, interrupting DuckDB when it ends.
+func Query(ctx context.Context, src Source, statement string, opts Options) (Result, error) {
 	opts = opts.withDefaults()
 	statement = strings.TrimSpace(statement)
 	switch {
@@ -82,7 +121,7 @@ func Query(ctx context.Context, src array.RecordReader, statement string, opts O
 	case len(statement) > MaxSQLBytes:
 		return Result{}, fmt.Errorf("%w: sql is %d bytes, over the %d byte limit", ErrInvalid, len(statement), MaxSQLBytes)
 	}
-	cols, err := tableColumns(src.Schema())
+	cols, err := tableColumns(src.Schema)
 	if err != nil {
 		return Result{}, err
 	}
@@ -96,22 +135,86 @@ func Query(ctx context.Context, src array.RecordReader, statement string, opts O
 		return Result{}, fmt.Errorf("sqlquery: connect: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, createTable(cols)); err != nil {
+	limited, err := hasTopLevelLimit(ctx, conn, statement)
+	if err != nil {
+		return Result{}, err
+	}
+	bound := opts.MaxRows
+	if limited {
+		bound = opts.MaxLimitedRows
+	}
+	if src.Rows > bound {
+		return Result{SourceRows: 0}, tooMany(src.Rows, bound, limited, opts)
+	}
+	sc := &scan{ctx: ctx, src: src, cols: cols, bound: bound, limited: limited, opts: opts}
+	defer sc.close()
+	if err := duckdb.RegisterTableUDF(conn, scanFunction, duckdb.ChunkTableFunction{
+		BindArguments: func(map[string]any, ...any) (duckdb.ChunkTableSource, error) { return sc, nil },
+	}); err != nil {
+		return Result{}, fmt.Errorf("sqlquery: register the table: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "CREATE TEMP VIEW "+TableName+" AS SELECT * FROM "+scanFunction+"()"); err != nil {
 		return Result{}, fmt.Errorf("sqlquery: create the table: %w", err)
 	}
 	var res Result
 	err = conn.Raw(func(dc any) error {
-		n, err := load(ctx, dc.(driver.Conn), src, cols, opts.MaxRows)
-		res.SourceRows = n
-		if err != nil {
-			return err
-		}
 		out, err := run(ctx, dc.(driver.Conn), statement, opts.MaxResultRows)
-		out.SourceRows = n
 		res = out
 		return err
 	})
+	res.SourceRows = sc.rows
+	if sc.err != nil {
+		// The scan's own error (a bound passed while streaming, a failed read) is the
+		// cause; DuckDB reports it only as text.
+		return Result{SourceRows: sc.rows}, sc.err
+	}
 	return res, err
+}
+
+func tooMany(rows, bound int, limited bool, opts Options) error {
+	if limited {
+		return fmt.Errorf("%w: the store holds %d rows, more than the %d a query scans", ErrTooManyRows, rows, bound)
+	}
+	return fmt.Errorf("%w: the store holds %d rows, more than the %d a query without a LIMIT scans "+
+		"(a statement ending in LIMIT n scans up to %d)", ErrTooManyRows, rows, bound, opts.MaxLimitedRows)
+}
+
+// hasTopLevelLimit reports whether the statement's outermost query ends in a LIMIT,
+// read from DuckDB's own parse of it (json_serialize_sql), so that a LIMIT inside a
+// subquery, a string or a comment does not count.
+func hasTopLevelLimit(ctx context.Context, conn *sql.Conn, statement string) (bool, error) {
+	var doc string
+	if err := conn.QueryRowContext(ctx, "SELECT CAST(json_serialize_sql(?::VARCHAR) AS VARCHAR)", statement).Scan(&doc); err != nil {
+		return false, fmt.Errorf("sqlquery: parse the statement: %w", err)
+	}
+	var parsed struct {
+		Error      bool   `json:"error"`
+		Message    string `json:"error_message"`
+		Statements []struct {
+			Node struct {
+				Modifiers []struct {
+					Type string `json:"type"`
+				} `json:"modifiers"`
+			} `json:"node"`
+		} `json:"statements"`
+	}
+	if err := json.Unmarshal([]byte(doc), &parsed); err != nil {
+		return false, fmt.Errorf("sqlquery: read the parse of the statement: %w", err)
+	}
+	if parsed.Error {
+		// Not only syntax errors: json_serialize_sql parses only SELECT statements.
+		// The statement is prepared next, and refused there with DuckDB's own reason.
+		return false, nil
+	}
+	if len(parsed.Statements) != 1 {
+		return false, nil
+	}
+	for _, m := range parsed.Statements[0].Node.Modifiers {
+		if m.Type == "LIMIT_MODIFIER" || m.Type == "LIMIT_PERCENT_MODIFIER" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // open opens a private in-memory database that can reach nothing outside itself.
@@ -128,47 +231,130 @@ func open(opts Options) (*sql.DB, error) {
 	return db, nil
 }
 
-// load appends the rows of src to the table, at most max of them.
-func load(ctx context.Context, dc driver.Conn, src array.RecordReader, cols []column, max int) (int, error) {
-	app, err := duckdb.NewAppenderFromConn(dc, "", TableName)
-	if err != nil {
-		return 0, fmt.Errorf("sqlquery: append to the table: %w", err)
+// scan is the table function behind `records`: DuckDB calls FillChunk for each
+// vector of rows it wants; the first call learns which columns the statement uses
+// (the projected ones) and opens the source for those alone.
+type scan struct {
+	ctx     context.Context
+	src     Source
+	cols    []column
+	bound   int
+	limited bool
+	opts    Options
+
+	rdr    array.RecordReader
+	proj   []int // indexes into cols of the projected columns
+	arrs   []arrow.Array
+	rec    arrow.RecordBatch
+	off    int
+	rows   int
+	done   bool
+	err    error
+	opened bool
+}
+
+// ColumnInfos is every column of the table.
+func (s *scan) ColumnInfos() []duckdb.ColumnInfo {
+	out := make([]duckdb.ColumnInfo, len(s.cols))
+	for i, c := range s.cols {
+		out[i] = duckdb.ColumnInfo{Name: c.name, T: c.info}
 	}
+	return out
+}
+
+// Cardinality is the source's row count when known (it helps DuckDB plan joins).
+func (s *scan) Cardinality() *duckdb.CardinalityInfo {
+	if s.src.Rows < 0 {
+		return nil
+	}
+	return &duckdb.CardinalityInfo{Cardinality: uint(s.src.Rows), Exact: true}
+}
+
+// Init does nothing: the source opens on the first FillChunk, when the projection
+// is known.
+func (s *scan) Init() {}
+
+// FillChunk writes up to a vector of rows into chunk; a chunk of size 0 ends the scan.
+func (s *scan) FillChunk(chunk duckdb.DataChunk) error {
+	err := s.fill(chunk)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return err
+}
+
+func (s *scan) fill(chunk duckdb.DataChunk) error {
+	if s.err != nil {
+		return s.err
+	}
+	if !s.opened {
+		s.opened = true
+		var names []string
+		for i, c := range s.cols {
+			if _, err := chunk.GetVector(i); err == nil {
+				s.proj = append(s.proj, i)
+				names = append(names, c.name)
+			}
+		}
+		if len(names) == 0 {
+			// count(*) and the like read no column: read the smallest one to count rows.
+			names = []string{s.cols[0].name}
+		}
+		rdr, err := s.src.Open(s.ctx, names)
+		if err != nil {
+			return fmt.Errorf("sqlquery: read the store: %w", err)
+		}
+		s.rdr = rdr
+	}
+	capacity := duckdb.GetDataChunkCapacity()
 	n := 0
-	row := make([]driver.Value, len(cols))
-	for src.Next() {
-		if err := ctx.Err(); err != nil {
-			_ = app.Close()
-			return n, err
-		}
-		rec := src.RecordBatch()
-		if n+int(rec.NumRows()) > max {
-			_ = app.Close()
-			return n + int(rec.NumRows()), fmt.Errorf("%w: the store holds more than %d rows", ErrTooManyRows, max)
-		}
-		arrs := make([]arrow.Array, len(cols))
-		for j, c := range cols {
-			arrs[j] = rec.Column(c.index)
-		}
-		for i := range int(rec.NumRows()) {
-			for j, c := range cols {
-				row[j] = c.value(arrs[j], i)
+	for n < capacity && !s.done {
+		if s.rec == nil || s.off == int(s.rec.NumRows()) {
+			if err := s.ctx.Err(); err != nil {
+				return err
 			}
-			if err := app.AppendRow(row...); err != nil {
-				_ = app.Close()
-				return n, fmt.Errorf("sqlquery: load row %d: %w", n, err)
+			if !s.rdr.Next() {
+				if err := s.rdr.Err(); err != nil {
+					return fmt.Errorf("sqlquery: read the store: %w", err)
+				}
+				s.done = true
+				break
 			}
-			n++
+			s.rec, s.off = s.rdr.RecordBatch(), 0
+			if s.rows+int(s.rec.NumRows()) > s.bound {
+				return tooMany(s.rows+int(s.rec.NumRows()), s.bound, s.limited, s.opts)
+			}
+			s.rows += int(s.rec.NumRows())
+			s.arrs = s.arrs[:0]
+			sch := s.rec.Schema()
+			for _, ci := range s.proj {
+				idx := sch.FieldIndices(s.cols[ci].name)
+				if len(idx) != 1 {
+					return fmt.Errorf("sqlquery: the store's batch has no column %q", s.cols[ci].name)
+				}
+				s.arrs = append(s.arrs, s.rec.Column(idx[0]))
+			}
+			continue
 		}
+		take := min(capacity-n, int(s.rec.NumRows())-s.off)
+		for k, ci := range s.proj {
+			a, set := s.arrs[k], s.cols[ci].set
+			for r := range take {
+				if err := set(chunk, ci, n+r, a, s.off+r); err != nil {
+					return fmt.Errorf("sqlquery: column %q: %w", s.cols[ci].name, err)
+				}
+			}
+		}
+		n += take
+		s.off += take
 	}
-	if err := src.Err(); err != nil {
-		_ = app.Close()
-		return n, fmt.Errorf("sqlquery: read the store: %w", err)
+	return chunk.SetSize(n)
+}
+
+func (s *scan) close() {
+	if s.rdr != nil {
+		s.rdr.Release()
 	}
-	if err := app.Close(); err != nil {
-		return n, fmt.Errorf("sqlquery: load the table: %w", err)
-	}
-	return n, nil
 }
 
 // run prepares statement, refuses anything DuckDB does not classify as a SELECT, and

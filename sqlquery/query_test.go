@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,9 +88,21 @@ func testRows(t *testing.T, n int) array.RecordReader {
 	return rdr
 }
 
+// testSource is n test rows as a Source whose row count is known before the scan; the
+// columns each Open asked for are appended to opened.
+func testSource(t *testing.T, n int, opened *[][]string) Source {
+	t.Helper()
+	return Source{Schema: testSchema, Rows: n, Open: func(_ context.Context, cols []string) (array.RecordReader, error) {
+		if opened != nil {
+			*opened = append(*opened, cols)
+		}
+		return testRows(t, n), nil
+	}}
+}
+
 func query(t *testing.T, n int, sql string, opts Options) (Result, error) {
 	t.Helper()
-	return Query(t.Context(), testRows(t, n), sql, opts)
+	return Query(t.Context(), testSource(t, n, nil), sql, opts)
 }
 
 // TestQueryAnswers: aggregates, filters, windows, CTEs, lists and structs over every
@@ -116,8 +129,9 @@ func TestQueryAnswers(t *testing.T) {
 		if string(got) != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.sql, got, c.want)
 		}
-		if res.SourceRows != 50 {
-			t.Errorf("%s: %d source rows, want 50", c.sql, res.SourceRows)
+		// A statement that reads no table reads no row.
+		if want := map[bool]int{true: 50, false: 0}[strings.Contains(c.sql, "FROM records")]; res.SourceRows != want {
+			t.Errorf("%s: %d source rows, want %d", c.sql, res.SourceRows, want)
 		}
 	}
 }
@@ -138,9 +152,32 @@ func TestQueryLimits(t *testing.T) {
 	if _, err := query(t, 49, `SELECT 1`, Options{MaxRows: 49}); err != nil {
 		t.Fatalf("49 rows at a limit of 49: %v", err)
 	}
+	// A top-level LIMIT raises the scan bound to MaxLimitedRows; a LIMIT in a
+	// subquery, a string or a comment does not.
+	limited := Options{MaxRows: 49, MaxLimitedRows: 50}
+	if res, err := query(t, 50, `SELECT rollout_id, count(*) FROM records GROUP BY 1 ORDER BY 1 LIMIT 2`, limited); err != nil || res.RowCount != 2 || res.SourceRows != 50 {
+		t.Fatalf("50 rows, a LIMIT and a limited bound of 50: %+v, %v", res, err)
+	}
+	if _, err := query(t, 51, `SELECT count(*) FROM records LIMIT 1`, limited); !errors.Is(err, ErrTooManyRows) {
+		t.Fatalf("51 rows over a limited bound of 50: %v, want ErrTooManyRows", err)
+	}
+	for _, sql := range []string{
+		`SELECT * FROM (SELECT * FROM records LIMIT 5)`,
+		`SELECT 'LIMIT 5' AS x FROM records`,
+		`SELECT count(*) FROM records -- LIMIT 5`,
+		`SELECT count(*) FROM records WHERE id IN (SELECT id FROM records LIMIT 1)`,
+	} {
+		if _, err := query(t, 50, sql, limited); !errors.Is(err, ErrTooManyRows) {
+			t.Errorf("%s over 50 rows with a bound of 49 without a top-level LIMIT: %v, want ErrTooManyRows", sql, err)
+		}
+	}
+	// A source whose size is not known up front is bounded while it streams.
+	if _, err := Query(t.Context(), ReaderSource(testRows(t, 50)), `SELECT count(*) FROM records`, Options{MaxRows: 49}); !errors.Is(err, ErrTooManyRows) {
+		t.Fatalf("streaming 50 rows over a limit of 49: %v, want ErrTooManyRows", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Query(ctx, testRows(t, 10), `SELECT 1`, Options{}); err == nil {
+	if _, err := Query(ctx, testSource(t, 10, nil), `SELECT 1`, Options{}); err == nil {
 		t.Fatal("a query with an ended context answered")
 	}
 	for _, sql := range []string{"", "   ", strings.Repeat("x", MaxSQLBytes+1)} {
@@ -207,6 +244,28 @@ func TestQueryCannotEscape(t *testing.T) {
 	}
 }
 
+// TestQueryReadsOnlyTheColumnsItUses: the source is opened once, for the columns the
+// statement names (one column for a statement that names none).
+func TestQueryReadsOnlyTheColumnsItUses(t *testing.T) {
+	for _, c := range []struct {
+		sql  string
+		want string
+	}{
+		{`SELECT rollout_id, avg(reward) FROM records GROUP BY rollout_id`, "[[rollout_id reward]]"},
+		{`SELECT count(*) FROM records`, "[[id]]"},
+		{`SELECT id FROM records WHERE sequence_order > 3`, "[[id sequence_order]]"},
+		{`SELECT 1`, "[]"},
+	} {
+		var opened [][]string
+		if _, err := Query(t.Context(), testSource(t, 20, &opened), c.sql, Options{}); err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if got := fmt.Sprint(opened); got != c.want {
+			t.Errorf("%s opened %s, want %s", c.sql, got, c.want)
+		}
+	}
+}
+
 // TestSupported: binary columns are not queryable (the caller leaves them out).
 func TestSupported(t *testing.T) {
 	if Supported(arrow.BinaryTypes.LargeBinary) || Supported(arrow.BinaryTypes.Binary) || !Supported(testSchema.Field(9).Type) {
@@ -215,7 +274,7 @@ func TestSupported(t *testing.T) {
 	s := arrow.NewSchema([]arrow.Field{{Name: "payload", Type: arrow.BinaryTypes.LargeBinary}}, nil)
 	rdr, _ := array.NewRecordReader(s, nil)
 	defer rdr.Release()
-	if _, err := Query(t.Context(), rdr, "SELECT 1", Options{}); err == nil || !strings.Contains(err.Error(), "payload") {
+	if _, err := Query(t.Context(), ReaderSource(rdr), "SELECT 1", Options{}); err == nil || !strings.Contains(err.Error(), "payload") {
 		t.Fatalf("a binary column: %v", err)
 	}
 }
