@@ -75,6 +75,14 @@ for --idle, then again while a _stats maintenance pass removes a --backlog of ve
 through a store view with --faults. master-coldstart: master.New with production
 settings on a copy of the fixture, then the first GET /api/v1/experiments.
 
+SQL (issue 14; a real master with an embedded etcd in this process):
+  lancebench sql-query        --fixture DIR --uri COPY [--rows 1000000] [--pending-rows 100000] [--iters 5]
+
+sql-query builds (once) one rollout experiment of --rows rows, --pending-rows of them in
+sealed WAL generations, and times GROUP BY rollout_id with avg(reward) through
+POST /api/v1/experiments/{name}/query, then the same statement in DuckDB over a
+Parquet export of the rows.
+
 Coordination (issue 4; an embedded etcd in this process):
   lancebench coord            [--reps 5] [--trylock-wait 2s] [--failover=true]
   lancebench test-figures     --in GO_TEST_JSON   (one JSON line per test: pass, time, log lines)
@@ -148,6 +156,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		tryWait    = fset.Duration("trylock-wait", 2*time.Second, "coord: TryLock's wait")
 		failover   = fset.Bool("failover", true, "coord: measure the failover after a SIGKILL of the leader process")
 		endpoints  = fset.String("endpoints", "", "coord-campaign: etcd endpoints")
+		pendRows   = fset.Int("pending-rows", 100_000, "sql-query: rows in sealed WAL generations")
 	)
 	if err := fset.Parse(rest); err != nil {
 		return fmt.Errorf("%w: %v\n%s", ErrUsage, err, Usage)
@@ -259,6 +268,12 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			res, err = MasterColdStart(ctx, *fixtureDir, *uri, *after)
 		}
+	case "sql-query":
+		n := 5
+		if isSet(fset, "iters") {
+			n = *iters
+		}
+		res, err = SQLQuery(ctx, SQLQueryOptions{Fixture: *fixtureDir, URI: *uri, Rows: int(*rows), PendingRows: *pendRows, Iters: n})
 	case "coord":
 		res, err = Coord(ctx, CoordOptions{Reps: *reps, TryLockWait: *tryWait, Failover: *failover})
 	case "coord-campaign":

@@ -41,6 +41,8 @@ var sectionCode = map[string][]string{
 	"coord": {"coord", "bench/coordbench.go", "bench/cmds.go", "bench/cmd/lancebench", "go.mod", "bench/run.sh#coord"},
 	"worker": {"worker", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/worker_bench", "tests/interop/bench-worker-peer.mjs",
 		"go.mod", "bench/run.sh#worker"},
+	"sql": {"sqlquery", "master", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/sql.go", "bench/master.go", "bench/cmds.go",
+		"bench/cmd/lancebench", "go.mod", "bench/run.sh#sql"},
 	"master": {"master", "coord", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/master.go", "bench/cmds.go",
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#master"},
 }

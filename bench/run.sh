@@ -33,9 +33,12 @@
 #   master       issue 6: GET /api/v1/experiments over 10,000 experiments (idle and during
 #                _stats maintenance), cold start over 170,000 _stats versions, the
 #                incident test                                               (~5 min, fixtures reused)
+#   sql          issue 14: GROUP BY rollout_id, avg(reward) over 1,000,000 rows (base + WAL)
+#                through POST /api/v1/experiments/{name}/query, and the same statement in
+#                DuckDB over a Parquet export                                (~2 min, fixture reused)
 #
 #   --only LIST     run only these sections (comma-separated, e.g. --only worker,master)
-#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master: skip one
+#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-sql: skip one
 #   --maintenance-only    same as --only maintenance
 #   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
 #                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
@@ -64,6 +67,7 @@
 #                          as the pass)
 #   --stats-backlog N      _stats versions the maintenance pass removes under the readers (20,000)
 #   --coldstart-versions N _stats versions of the cold-start fixture (170,000)
+#   --sql-rows N           rows of the SQL experiment (1,000,000; a tenth of them pending in the WAL)
 #
 # Needs Go, node 20 and `npm ci --prefix tests/interop`, and jq. Fixtures (version
 # histories, the 10,000-experiment data directory, the 170,000-version _stats) are built
@@ -78,11 +82,12 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 export LANCEDB_LOG=error
 
-ALL_SECTIONS="storage format21 maintenance coord worker master"
+ALL_SECTIONS="storage format21 maintenance coord worker master sql"
 ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
 COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000 ADOPT_STORES=1000
 EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=170000
+SQL_ROWS=1000000
 ONLY="" SKIP="" RESTAMP=0
 declare -A SET=()
 ARGS="$*"
@@ -90,7 +95,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) ONLY=${2//,/ }; shift 2 ;;
     --only=*) ONLY=${1#--only=}; ONLY=${ONLY//,/ }; shift ;;
-    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master) SKIP="$SKIP ${1#--no-}"; shift ;;
+    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-sql) SKIP="$SKIP ${1#--no-}"; shift ;;
     --maintenance-only) ONLY=maintenance; shift ;;
     --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
@@ -111,6 +116,7 @@ while [ $# -gt 0 ]; do
     --list-seconds) LIST_SECONDS=$2; SET[list]=1; shift 2 ;;
     --stats-backlog) STATS_BACKLOG=$2; SET[backlog]=1; shift 2 ;;
     --coldstart-versions) COLD_VERSIONS=$2; SET[cold]=1; shift 2 ;;
+    --sql-rows) SQL_ROWS=$2; SET[sql]=1; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -140,6 +146,7 @@ if [ "$QUICK" = 1 ]; then
   [ -n "${SET[list]:-}" ] || LIST_SECONDS=2
   [ -n "${SET[backlog]:-}" ] || STATS_BACKLOG=2000
   [ -n "${SET[cold]:-}" ] || COLD_VERSIONS=5000
+  [ -n "${SET[sql]:-}" ] || SQL_ROWS=50000
 fi
 if [ "$QUICK" = 1 ]; then
   SIZES_NOTE="reduced (--quick), not the issues' sizes"
@@ -161,7 +168,7 @@ SECTIONS=${SECTIONS# }
 if [ -z "$SECTIONS" ]; then echo "run.sh: no section left to run" >&2; exit 2; fi
 runs() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS" "$COORD_REPS" "$INGEST_SECONDS" \
-  "$WORKER_GENS" "$IDLE_STORES" "$ADOPT_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS"; do
+  "$WORKER_GENS" "$IDLE_STORES" "$ADOPT_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS" "$SQL_ROWS"; do
   case "$v" in ''|*[!0-9]*|0) echo "run.sh: counts must be positive integers" >&2; exit 2 ;; esac
 done
 if [ "$VERSIONS" -lt 100 ]; then echo "run.sh: --versions must be at least 100" >&2; exit 2; fi
@@ -225,6 +232,7 @@ record() {
     elif .bench == "worker-merge" then "\(.generations) generations of \(.rows_per_generation) rows merged in \(.merge_s*1000|floor) ms, RSS +\(.rss_growth_mib*10|floor/10) MiB"
     elif .bench == "worker-idle" then "\(.requests_per_s) requests/s over \(.seconds|floor) s after \(.idle_wait_s|floor) s idle, \(.stores_resident) stores resident (\(.idle_wait_requests) requests during the wait, setup \(.setup_s|floor) s)"
     elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
+    elif .cmd == "sql-query" then "median \(.median_seconds*1000|floor) ms over \(.rows) rows (DuckDB over Parquet \(.duckdb_parquet_median_seconds*1000|floor) ms), same answer: \(.same_answer)"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
 
@@ -552,6 +560,21 @@ record master-tests 1 gob test-figures --in "$RUN/master-tests.json"
 section_end master
 fi # master
 
+if runs sql; then
+section_start sql
+# 14. SQL over an experiment (issue 14): one rollout experiment of SQL_ROWS rows, a tenth
+# of them in sealed WAL generations (built once, reused), served by a real master from a
+# hard-linked copy; the query route timed end to end, then DuckDB over a Parquet export.
+SQLF=$OUT/sql-$SQL_ROWS
+for rep in $(seq 1 "$REPS"); do
+  log "sql: GROUP BY over $SQL_ROWS rows, repetition $rep/$REPS"
+  rm -rf "$RUN/sql" && sync
+  record sql-query "$rep" gob sql-query --fixture "$SQLF" --uri "$RUN/sql" --rows "$SQL_ROWS" --pending-rows $((SQL_ROWS / 10)) --iters 5
+done
+rm -rf "$RUN/sql"
+section_end sql
+fi # sql
+
 END=$(date +%s)
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 jq -n \
@@ -573,7 +596,7 @@ jq -n \
   --arg commit "$COMMIT" --arg code_tree "$CODE_TREE" \
   --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" --arg idlestores "$IDLE_STORES" --arg adoptstores "$ADOPT_STORES" \
   --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
-  --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" \
+  --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" --arg sqlrows "$SQL_ROWS" \
   --arg load "load average (1/5/15 min) at start $LOAD_START, at end $LOAD_END on $(nproc) cores: the machine is shared, so absolute figures are noisy; interleaving and medians limit, not remove, the noise" \
   '{command: $command, date: $date, host: $host, nproc: $nproc, cpu: $cpu, ram: $ram, kernel: $kernel,
     go: $go, node: $node, lancedb: $lancedb, arrow_js: $arrow, rows: $rows, reps: $reps, open_iters: $iters,
@@ -624,6 +647,10 @@ jq -n \
       "Cold start (row 3; `lancebench master-coldstart`): a fresh process and a fresh embedded etcd; master.New with default (production) settings on a hard-linked copy of the cold-start fixture; the time runs from master.New to the first answered GET /api/v1/experiments?limit=10 that lists every experiment at the latest stats version; then one reader lists for 3 s while the new leader'"'"'s first scan round and stats maintenance run. The page cache holds the fixture (it was read before). Peer figure: both sides open the latest version of that _stats (`lancebench open` against bench-peer.mjs open --mode fresh, median of up to 10 opens per process).",
       "Incident (rows 4): `go test -count=1 -json -run ^TestIncidentSixMastersOverAStatsBacklog$ ./master/` (master/incident_test.go: 6 masters in one process over an embedded etcd, a _stats backlog of 68,000 versions, a store with 20 ms latency whose bulk delete fails part-way, a stats-writer lock wedged by another process at start, a leader restart, a master whose _stats reads hang); the report takes its verdict and the figures it logs.",
       "\($reps_s) repetitions of the listing and the cold start, medians reported. Sizes: \($sizes)."
+    ],
+    sql_notes: [
+      "Query (row 1; `lancebench sql-query`, bench/sql.go): one rollout experiment of \($sqlrows) rows (rollouts of 100 steps), a tenth of them in sealed WAL generations of 10,000 rows written through a wal.Shard as a worker seals them, the rest in the Lance base table (2.1); built once under bench/out/ and served from a hard-linked copy by a real master (master.New, embedded etcd, every loop off) behind a loopback HTTP server in the same process. The statement is issue 14'"'"'s GROUP BY rollout_id with avg(reward), with ORDER BY and LIMIT 100 (a top-level LIMIT lets it scan past 200,000 rows). Timed end to end at the client (POST, JSON answer decoded); one warm-up query, then 5 timed ones per repetition; medians.",
+      "Reference (row 2): the same statement in DuckDB (one thread, as the master'"'"'s query database) over a Parquet file of the same rows (id, rollout_id, sequence_order, reward, content) exported by DuckDB from the experiment'"'"'s snapshot: the physical floor of a columnar engine reading a columnar file with no WAL to fold in and no HTTP. Both answers are compared; a difference is reported."
     ],
     sections: $sections}' >"$RUN/meta.json"
 
