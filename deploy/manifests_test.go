@@ -306,8 +306,7 @@ func containerOf(t *testing.T, objs []object, kind, name, container string) (cor
 // resolveEnv computes a container's environment as the kubelet would: envFrom Secrets
 // and ConfigMaps, then env in order with configMapKeyRef, secretKeyRef and fieldRef
 // (metadata.name, metadata.namespace, status.podIP) resolved and $(VAR) expanded.
-func resolveEnv(t *testing.T, objs []object, c corev1.Container, podName, podIP string) map[string]string {
-	t.Helper()
+func resolveEnvErr(objs []object, c corev1.Container, podName, podIP string) (map[string]string, error) {
 	env := map[string]string{}
 	data := func(kind, name string) map[string]string {
 		i := indexOf(objs, kind, name)
@@ -335,7 +334,7 @@ func resolveEnv(t *testing.T, objs []object, c corev1.Container, podName, podIP 
 		case ef.SecretRef != nil:
 			m = data("Secret", ef.SecretRef.Name)
 			if m == nil && (ef.SecretRef.Optional == nil || !*ef.SecretRef.Optional) {
-				t.Fatalf("container %s: envFrom Secret %s does not exist", c.Name, ef.SecretRef.Name)
+				return nil, fmt.Errorf("container %s: envFrom Secret %s does not exist", c.Name, ef.SecretRef.Name)
 			}
 		case ef.ConfigMapRef != nil:
 			m = data("ConfigMap", ef.ConfigMapRef.Name)
@@ -360,14 +359,14 @@ func resolveEnv(t *testing.T, objs []object, c corev1.Container, podName, podIP 
 			m := data("ConfigMap", r.Name)
 			x, ok := m[r.Key]
 			if !ok {
-				t.Fatalf("container %s: env %s: ConfigMap %s has no key %s", c.Name, e.Name, r.Name, r.Key)
+				return nil, fmt.Errorf("container %s: env %s: ConfigMap %s has no key %s", c.Name, e.Name, r.Name, r.Key)
 			}
 			v = x
 		case e.ValueFrom.SecretKeyRef != nil:
 			r := e.ValueFrom.SecretKeyRef
 			x, ok := data("Secret", r.Name)[r.Key]
 			if !ok {
-				t.Fatalf("container %s: env %s: Secret %s has no key %s", c.Name, e.Name, r.Name, r.Key)
+				return nil, fmt.Errorf("container %s: env %s: Secret %s has no key %s", c.Name, e.Name, r.Name, r.Key)
 			}
 			v = x
 		case e.ValueFrom.FieldRef != nil:
@@ -379,15 +378,48 @@ func resolveEnv(t *testing.T, objs []object, c corev1.Container, podName, podIP 
 			case "metadata.namespace":
 				v = "lancectx"
 			default:
-				t.Fatalf("container %s: env %s: fieldRef %s not resolved by this test", c.Name, e.Name, e.ValueFrom.FieldRef.FieldPath)
+				return nil, fmt.Errorf("container %s: env %s: fieldRef %s not resolved by this test", c.Name, e.Name, e.ValueFrom.FieldRef.FieldPath)
 			}
 		default:
-			t.Fatalf("container %s: env %s: unsupported valueFrom", c.Name, e.Name)
+			return nil, fmt.Errorf("container %s: env %s: unsupported valueFrom", c.Name, e.Name)
 		}
 		env[e.Name] = v
 	}
+	return env, nil
+}
+
+func resolveEnv(t *testing.T, objs []object, c corev1.Container, podName, podIP string) map[string]string {
+	t.Helper()
+	env, err := resolveEnvErr(objs, c, podName, podIP)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return env
 }
+
+// findContainer returns a container of a workload's pod template.
+func findContainer(objs []object, kind, name, container string) (corev1.Container, error) {
+	i := indexOf(objs, kind, name)
+	if i < 0 {
+		return corev1.Container{}, fmt.Errorf("no %s %s", kind, name)
+	}
+	var spec corev1.PodSpec
+	switch x := objs[i].Obj.(type) {
+	case *appsv1.StatefulSet:
+		spec = x.Spec.Template.Spec
+	case *appsv1.Deployment:
+		spec = x.Spec.Template.Spec
+	}
+	for _, c := range spec.Containers {
+		if c.Name == container {
+			return c, nil
+		}
+	}
+	return corev1.Container{}, fmt.Errorf("%s %s has no container %s", kind, name, container)
+}
+
+// buildManifests is build, named for the running tests.
+func buildManifests(dir string) ([]object, error) { return build(dir) }
 
 // TestManifestInvariants checks, in the base and in both overlays, what the binaries
 // rely on: workers take INSTANCE_ID from the pod name (the WAL shard identity);
