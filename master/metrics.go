@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lancectx/lancectx/internal/loophealth"
 )
 
 // jobBuckets suit task durations: seconds to half an hour (the reference's job buckets).
@@ -30,6 +32,9 @@ type metrics struct {
 	servedStale       prometheus.Counter
 	httpRequests      *prometheus.CounterVec
 	httpDuration      *prometheus.HistogramVec
+	// queueOldestAge and pastDeadline are refreshed with queueDepth (queue_metrics loop).
+	queueOldestAge *prometheus.GaugeVec
+	pastDeadline   *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
@@ -75,8 +80,14 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_http_request_duration_seconds",
 			Help:    "Admin API request durations by method and route.",
 			Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5}}, []string{"method", "path"}),
+		queueOldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_task_queue_oldest_age_seconds",
+			Help: "Age of the oldest claimable queued task by kind (since it became claimable; 0 when none), refreshed every 15 s: executor capacity falling behind the sweeps."}, []string{"kind"}),
+		pastDeadline: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "master_tasks_past_deadline",
+			Help: "Running tasks by kind whose claim deadline has passed (an executor wedged or gone; the recoverer should requeue them), refreshed every 15 s."}, []string{"kind"}),
 	}
 	for _, k := range kinds {
+		x.queueOldestAge.WithLabelValues(k)
+		x.pastDeadline.WithLabelValues(k)
 		for _, r := range []string{"created", "deduplicated"} {
 			x.enqueued.WithLabelValues(k, r)
 		}
@@ -97,7 +108,13 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 	if reg != nil {
 		reg.MustRegister(x.isLeader, x.enqueued, x.tasks, x.taskDuration, x.scheduleToBind, x.queueDepth, x.poolInUse,
 			x.sweepTasks, x.mergeSweepDeduped, x.generationsMerged, x.mergeLockBusy, x.compactionPhase, x.statsRefresh, x.statsRefreshWait,
-			x.cleanupObjects, x.servedStale, x.httpRequests, x.httpDuration)
+			x.cleanupObjects, x.servedStale, x.httpRequests, x.httpDuration, x.queueOldestAge, x.pastDeadline)
+		reg.MustRegister(loopIntervals{name: "master_loop_interval_seconds", health: func() []loophealth.Health {
+			if m.loops == nil {
+				return nil
+			}
+			return m.loops.health.Health(time.Now())
+		}})
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "master_stats_snapshot_age_seconds",
 			Help: "Age of the newest observation in this master's stats snapshot (what GET /api/v1/experiments serves)."},
 			func() float64 {
@@ -109,4 +126,27 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 			}))
 	}
 	return x
+}
+
+// loopIntervals exports each loop's configured interval (0: disabled), read from the
+// loop books at scrape time, so an alert can say "no success for 3 intervals" with the
+// interval the process actually runs rather than one copied into the rule.
+type loopIntervals struct {
+	name   string
+	health func() []loophealth.Health
+}
+
+func (l loopIntervals) desc() *prometheus.Desc {
+	return prometheus.NewDesc(l.name, "Configured interval of each background loop in seconds (0: disabled).", []string{"loop"}, nil)
+}
+
+// Describe implements prometheus.Collector.
+func (l loopIntervals) Describe(ch chan<- *prometheus.Desc) { ch <- l.desc() }
+
+// Collect implements prometheus.Collector.
+func (l loopIntervals) Collect(ch chan<- prometheus.Metric) {
+	d := l.desc()
+	for _, h := range l.health() {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, h.Interval.Seconds(), h.Name)
+	}
 }

@@ -134,10 +134,12 @@ func (m *Master) scanPass(ctx context.Context) error {
 }
 
 // candidateRow is an experiment and the backlog that makes it a sweep candidate; name
-// is its task target (storekind.Kind.Target: the kind and the store name).
+// is its task target (storekind.Kind.Target: the kind and the store name); score is
+// its health score (see healthScore), the first key of the sweep order.
 type candidateRow struct {
 	name    string
 	backlog int64
+	score   float64
 }
 
 // targetOf is the task target of a stats row; ok is false for a kind this build does
@@ -150,19 +152,47 @@ func targetOf(r ExperimentStats) (string, bool) {
 	return k.Target(r.Name), true
 }
 
-// pickCandidates returns the rows at or over threshold, worst first (then by target):
-// the order is decided before any limit applies, so a huge backlog is never passed
-// over for small ones. Every kind is a candidate alike.
-func pickCandidates(rows []ExperimentStats, threshold int64, backlog func(ExperimentStats) int64) []candidateRow {
+// versionsPerHealthPoint: a thousand versions of a dataset weigh like one threshold's
+// worth of pending generations or fragments. Versions slow every open (the manifest
+// listing) but threaten no write, so they only break near-ties.
+const versionsPerHealthPoint = 1000
+
+// healthScore rates how unhealthy an experiment is, for the order in which the sweeps
+// hand out their bounded task budget under a backlog: the pending WAL generations in
+// units of MERGE_WAL_MIN_GENERATIONS (pending generations end in 503s at the
+// backpressure cap), plus the fragments in units of MIN_FRAGMENTS (every read opens
+// each), plus the versions in thousands. Each term is the backlog over the trigger that
+// makes an experiment a candidate, so no term drowns the others whatever the settings.
+func (s Settings) healthScore(r ExperimentStats) float64 {
+	score := float64(r.PendingWALGenerations) / float64(max(s.MergeWALMinGenerations, 1))
+	score += float64(r.FragmentCount) / float64(max(s.MinFragments, 1))
+	score += float64(r.Version) / versionsPerHealthPoint
+	return score
+}
+
+// pickCandidates returns the rows at or over threshold, worst first: by score (nil: no
+// score), then by backlog, then by target. The order is decided before any limit
+// applies, so a huge backlog is never passed over for small ones, and between
+// experiments with the same backlog the one in worse health overall goes first. Every
+// kind is a candidate alike.
+func pickCandidates(rows []ExperimentStats, threshold int64, backlog func(ExperimentStats) int64,
+	score func(ExperimentStats) float64) []candidateRow {
 	var out []candidateRow
 	for _, r := range rows {
 		if b := backlog(r); b >= threshold {
 			if target, ok := targetOf(r); ok {
-				out = append(out, candidateRow{name: target, backlog: b})
+				c := candidateRow{name: target, backlog: b}
+				if score != nil {
+					c.score = score(r)
+				}
+				out = append(out, c)
 			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
+		if out[i].score != out[j].score {
+			return out[i].score > out[j].score
+		}
 		if out[i].backlog != out[j].backlog {
 			return out[i].backlog > out[j].backlog
 		}
@@ -218,8 +248,8 @@ func (m *Master) enqueueSweep(ctx context.Context, sweep, kind string, cands []c
 // mergeSweep enqueues merge_wal for experiments with at least MERGE_WAL_MIN_GENERATIONS
 // pending generations, and for those whose oldest pending generation is older than
 // MERGE_WAL_MAX_AGE_SECS however few they have (the tail of an experiment whose writes
-// stopped, or the shard of a worker that is gone), worst first. It reads the snapshot
-// only.
+// stopped, or the shard of a worker that is gone), worst health first (healthScore).
+// It reads the snapshot only.
 func (m *Master) mergeSweep(ctx context.Context) error {
 	now := time.Now().UnixMilli()
 	minGens, maxAge := int64(m.set.MergeWALMinGenerations), m.set.MergeWALMaxAge.Milliseconds()
@@ -231,17 +261,17 @@ func (m *Master) mergeSweep(ctx context.Context) error {
 			return r.PendingWALGenerations
 		}
 		return 0
-	})
+	}, m.set.healthScore)
 	res, err := m.enqueueSweep(ctx, LoopMergeWALSweep, KindMergeWAL, cands)
 	m.met.mergeSweepDeduped.Set(float64(res.deduped))
 	return err
 }
 
 // compactionSweep enqueues compact for experiments with at least MIN_FRAGMENTS
-// fragments, most fragments first. It reads the snapshot only.
+// fragments, worst health first (healthScore). It reads the snapshot only.
 func (m *Master) compactionSweep(ctx context.Context) error {
 	cands := pickCandidates(m.stats.Snapshot().Rows, int64(m.set.MinFragments),
-		func(r ExperimentStats) int64 { return r.FragmentCount })
+		func(r ExperimentStats) int64 { return r.FragmentCount }, m.set.healthScore)
 	_, err := m.enqueueSweep(ctx, LoopCompaction, KindCompact, cands)
 	return err
 }
@@ -314,7 +344,50 @@ func (m *Master) queueMetricsPass(ctx context.Context) error {
 		m.met.queueDepth.WithLabelValues(d.Kind, "waiting").Set(float64(d.Waiting))
 		m.met.queueDepth.WithLabelValues(d.Kind, "running").Set(float64(d.Running))
 	}
+	return m.queueAgePass(ctx, time.Now())
+}
+
+// queueAgePass publishes the age of the oldest claimable queued task and the running
+// tasks past their claim deadline, by kind. It reads only the unfinished tasks' records
+// (bounded by coord's list limit; ids sort by creation, so the oldest come first).
+func (m *Master) queueAgePass(ctx context.Context, now time.Time) error {
+	tasks, err := m.queue.ListTasks(ctx, coord.TaskFilter{States: []coord.State{coord.StateQueued, coord.StateRunning}})
+	if err != nil {
+		return err
+	}
+	oldest, late := queueAges(tasks, now)
+	for _, k := range taskKinds {
+		m.met.queueOldestAge.WithLabelValues(k).Set(oldest[k].Seconds())
+		m.met.pastDeadline.WithLabelValues(k).Set(float64(late[k]))
+	}
 	return nil
+}
+
+// queueAges is, by kind, the age of the oldest queued task that is claimable now (not
+// waiting on dependencies nor backing off) and the count of running tasks whose
+// deadline has passed.
+func queueAges(tasks []coord.Task, now time.Time) (map[string]time.Duration, map[string]int) {
+	oldest, late := map[string]time.Duration{}, map[string]int{}
+	for _, t := range tasks {
+		switch t.State {
+		case coord.StateQueued:
+			ready := t.CreatedAt
+			if t.NotBefore.After(ready) {
+				ready = t.NotBefore
+			}
+			if t.Waiting || ready.After(now) {
+				continue
+			}
+			if age := now.Sub(ready); age > oldest[t.Kind] {
+				oldest[t.Kind] = age
+			}
+		case coord.StateRunning:
+			if !t.Deadline.IsZero() && now.After(t.Deadline) {
+				late[t.Kind]++
+			}
+		}
+	}
+	return oldest, late
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

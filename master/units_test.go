@@ -68,7 +68,7 @@ func TestPickCandidatesOrdersWorstFirstBeforeAnyLimit(t *testing.T) {
 		{Name: "a", PendingWALGenerations: 9}, {Name: "b", PendingWALGenerations: 15000},
 		{Name: "c", PendingWALGenerations: 3}, {Name: "d", PendingWALGenerations: 17}, {Name: "e", PendingWALGenerations: 17},
 	}
-	got := pickCandidates(rows, 8, func(r ExperimentStats) int64 { return r.PendingWALGenerations })
+	got := pickCandidates(rows, 8, func(r ExperimentStats) int64 { return r.PendingWALGenerations }, nil)
 	var names []string
 	for _, c := range got {
 		names = append(names, c.name)

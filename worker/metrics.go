@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lancectx/lancectx/internal/loophealth"
 	"github.com/lancectx/lancectx/lance"
 )
 
@@ -169,5 +172,30 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_merge_slots_busy",
 		Help: "Merge slots in use (ROLLOUT_MERGE_CONCURRENCY is the total)."},
 		func() float64 { return float64(len(s.mergeSlots)) }))
+	reg.MustRegister(loopIntervalCollector{loops: func() *loophealth.Tracker { return s.loops }})
 	return m
+}
+
+// loopIntervalCollector exports worker_loop_interval_seconds: each loop's configured
+// interval, read at scrape time, so an alert on worker_loop_last_success_timestamp_seconds
+// can say "no success for 3 intervals" with the interval this worker runs.
+type loopIntervalCollector struct {
+	loops func() *loophealth.Tracker
+}
+
+var loopIntervalDesc = prometheus.NewDesc("worker_loop_interval_seconds",
+	"Configured interval of each background loop in seconds (0: disabled).", []string{"loop"}, nil)
+
+// Describe implements prometheus.Collector.
+func (c loopIntervalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- loopIntervalDesc }
+
+// Collect implements prometheus.Collector.
+func (c loopIntervalCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.loops()
+	if t == nil {
+		return
+	}
+	for _, h := range t.Health(time.Now()) {
+		ch <- prometheus.MustNewConstMetric(loopIntervalDesc, prometheus.GaugeValue, h.Interval.Seconds(), h.Name)
+	}
 }
