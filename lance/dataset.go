@@ -44,6 +44,10 @@ type Dataset struct {
 	// lookupPlans holds, per key cache scope and column, the fragments LookupKey
 	// searches (opened once per version, not once per lookup): *lookupPlan.
 	lookupPlans sync.Map
+
+	// vecIndices holds the vector index segments VectorSearch opened, by index uuid:
+	// *vecindex.Index (their files never change, so a version opens each once).
+	vecIndices sync.Map
 }
 
 // Open opens the latest version of the dataset at uri (file:// path, plain path, mem://).

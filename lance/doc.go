@@ -19,8 +19,10 @@
 // # Indices
 //
 // LanceDB builds scalar (btree, bitmap, label list), full text (inverted) and vector
-// (IVF_PQ, ...) indices; lancectx does not read or write index files, whose content is
-// opaque to it, but every write keeps every index correct for LanceDB:
+// (IVF_PQ, ...) indices; lancectx writes and reads IVF_FLAT vector indices in Lance's own
+// format (BuildVectorIndex, ExtendVectorIndex, VectorSearch: ivf.go, vecsearch.go,
+// package vecindex) and treats every other index's files as opaque, but every write keeps
+// every index correct for LanceDB:
 //
 //   - All commits copy the index section forward. Appended fragments are simply not in
 //     an index's fragment bitmap: LanceDB searches them without the index and counts

@@ -12,8 +12,8 @@ import (
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 )
 
-// Indices (reference/lance-format.md section 2.6) are LanceDB's: lancectx never reads or
-// writes index files, whose content (index_details, files) is opaque to it. The policy
+// Indices (reference/lance-format.md section 2.6) are LanceDB's, except the IVF_FLAT
+// vector indices of ivf.go: other index files (index_details, files) are opaque here. The policy
 // that keeps every index correct through lancectx's writes is in the package docs
 // (doc.go); this file holds its rules: listing indices, what a commit keeps
 // (maintainIndices), and which fragments compaction must leave alone

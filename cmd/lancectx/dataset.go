@@ -24,7 +24,7 @@ func newDatasetCmd(store *storeFlags) *cobra.Command {
 		Long: `Work on one Lance dataset by URI: a directory path, file:///path, or mem:// (tests).
 The dataset directory is the one holding _versions/ and data/ (LanceDB names it TABLE.lance).`,
 	}
-	cmd.AddCommand(newInspectCmd(store), newVersionsCmd(store), newScanCmd(store), newImportCmd(store), newCompactCmd(store), newCleanupCmd(store))
+	cmd.AddCommand(newInspectCmd(store), newVersionsCmd(store), newScanCmd(store), newImportCmd(store), newCompactCmd(store), newCleanupCmd(store), newIndexCmd(store), newSearchCmd(store))
 	return cmd
 }
 

@@ -491,6 +491,7 @@ const (
 	IndexLabelList = "LABEL_LIST"
 	IndexFTS       = "FTS"
 	IndexIVFPQ     = "IVF_PQ"
+	IndexIVFFlat   = "IVF_FLAT"
 )
 
 // IndexOptions configures CreateIndex.
@@ -568,6 +569,9 @@ type QuerySpec struct {
 	NProbes      int       `json:"nprobes,omitempty"`
 	RefineFactor int       `json:"refineFactor,omitempty"`
 	BypassIndex  bool      `json:"bypassIndex,omitempty"`
+	// DistanceType ("l2", "cosine", "dot") sets the query's metric; empty: the index's
+	// (l2 without one). LanceDB uses an index only for queries in its metric.
+	DistanceType string `json:"distanceType,omitempty"`
 	// FTS is the full text search query.
 	FTS string `json:"fts,omitempty"`
 	// ListIndices, alone in a spec, lists the indices instead (QueryResult.Indices), so one

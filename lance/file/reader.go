@@ -99,6 +99,8 @@ type Reader struct {
 	// fetchMu guards fetching, the pages being fetched.
 	fetchMu  sync.Mutex
 	fetching map[[2]int]*pageFetch
+	// globals are the global buffers' ranges, checked to lie inside the file.
+	globals []bufRange
 }
 
 // ReaderOptions tunes a Reader. The zero value gives the defaults.
@@ -232,6 +234,13 @@ func OpenWith(ctx context.Context, src Source, size int64, opts ReaderOptions) (
 		schema: sch, rows: fd.GetLength(),
 		colOf: make(map[int32]int), top: make(map[int32]*schema.Field), binaryAsList: make(map[int32]bool),
 		maxDecode: defaultMaxDecodeBytes, maxPending: defaultMaxPendingBytes,
+	}
+	for i := range int(ft.numGlobalBuffers) {
+		g := bufRange{binary.LittleEndian.Uint64(gbo[16*i:]), binary.LittleEndian.Uint64(gbo[16*i+8:])}
+		if g.pos > end || g.size > end-g.pos {
+			return nil, corruptf(int64(ft.gboTableStart)+16*int64(i), "global buffer %d [%d,+%d) outside the file", i, g.pos, g.size)
+		}
+		r.globals = append(r.globals, g)
 	}
 	cmo, err := m.get(ft.cmoTableStart, cmoLen)
 	if err != nil {
@@ -472,6 +481,19 @@ func (r *Reader) ColumnField(col int) *schema.Field {
 func (r *Reader) IsBlobV2(id int32) bool {
 	_, ok := r.blobV2[id]
 	return ok
+}
+
+// NumGlobalBuffers is the number of global buffers, the file descriptor (0) included.
+func (r *Reader) NumGlobalBuffers() int { return len(r.globals) }
+
+// GlobalBuffer reads global buffer i (0 is the file descriptor; Lance's index files keep
+// their IVF and quantizer metadata in the others).
+func (r *Reader) GlobalBuffer(ctx context.Context, i int) ([]byte, error) {
+	if i < 0 || i >= len(r.globals) {
+		return nil, corruptf(r.size-footerSize, "global buffer %d of %d", i, len(r.globals))
+	}
+	g := r.globals[i]
+	return readExact(ctx, r.src, int64(g.pos), int64(g.size))
 }
 
 // NumRows is the number of rows in the file.

@@ -72,6 +72,9 @@ type Writer struct {
 	err    error
 	closed bool
 	pad    [alignment]byte
+	// globals are the global buffers after the file descriptor (AddGlobalBuffer):
+	// position and length of each, global buffer 1 first.
+	globals [][2]uint64
 }
 
 // NewWriter starts a file with schema s (ids as given: they are what the manifest will
@@ -304,6 +307,26 @@ func (w *Writer) writePage(col int, rows uint64, enc *pb.ArrayEncoding, bufs ...
 	return nil
 }
 
+// AddGlobalBuffer writes b as the file's next global buffer (64-byte aligned, at the
+// current position) and returns its index: 1 for the first call, as global buffer 0 is
+// the file descriptor Close writes. Lance's index files keep their IVF and quantizer
+// metadata in such buffers and name the index in the schema metadata.
+func (w *Writer) AddGlobalBuffer(b []byte) (uint32, error) {
+	if w.closed {
+		return 0, ErrWriterClosed
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	pos, err := w.writeBuffer(b)
+	if err != nil {
+		w.err = fmt.Errorf("lance file: global buffer: %w", err)
+		return 0, w.err
+	}
+	w.globals = append(w.globals, [2]uint64{pos, uint64(len(b))})
+	return uint32(len(w.globals)), nil
+}
+
 // Close flushes the remaining pages and writes the file descriptor, column metadata,
 // offset tables and footer. The underlying writer is not closed.
 func (w *Writer) Close() (FileInfo, error) {
@@ -344,7 +367,7 @@ func (w *Writer) finish() (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("encode file descriptor: %w", err)
 	}
-	gbo := [][2]uint64{{w.pos, uint64(len(fd))}}
+	gbo := append([][2]uint64{{w.pos, uint64(len(fd))}}, w.globals...)
 	if err := w.write(fd); err != nil {
 		return FileInfo{}, err
 	}

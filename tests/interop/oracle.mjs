@@ -16,7 +16,7 @@
 //   count        [--version N | --tag T] [--where EXPR]
 //   versions | version | tags | schema
 //   tag-create NAME VERSION
-//   create-index --column C --type BTREE|BITMAP|LABEL_LIST|FTS|IVF_PQ [--name N] [--replace]
+//   create-index --column C --type BTREE|BITMAP|LABEL_LIST|FTS|IVF_PQ|IVF_FLAT [--name N] [--replace]
 //                [--num-partitions N] [--num-sub-vectors M] [--distance-type l2|cosine|dot]
 //   indices      (every index with its stats: type, columns, uuid, indexed and unindexed rows)
 //   query        [--where EXPR] [--columns a,b] [--limit N] [--with-row-id] [--explain]
@@ -383,7 +383,7 @@ async function indexList(tbl) {
 // {listIndices: true} returns {indices} as the indices command prints them.
 async function runQuery(tbl, spec) {
   if (spec === null || typeof spec !== "object") throw new UsageError("a query spec must be an object");
-  const known = new Set(["where", "columns", "limit", "withRowId", "explain", "vector", "column", "nprobes", "refineFactor", "bypassIndex", "fts", "listIndices"]);
+  const known = new Set(["where", "columns", "limit", "withRowId", "explain", "vector", "column", "nprobes", "refineFactor", "bypassIndex", "fts", "listIndices", "distanceType"]);
   for (const k of Object.keys(spec)) if (!known.has(k)) throw new UsageError(`unknown query spec key ${JSON.stringify(k)}`);
   if (spec.listIndices) {
     if (Object.keys(spec).length !== 1) throw new UsageError("listIndices goes alone");
@@ -398,8 +398,9 @@ async function runQuery(tbl, spec) {
     if (spec.nprobes !== undefined) q = q.nprobes(spec.nprobes);
     if (spec.refineFactor !== undefined) q = q.refineFactor(spec.refineFactor);
     if (spec.bypassIndex) q = q.bypassVectorIndex();
+    if (spec.distanceType !== undefined) q = q.distanceType(spec.distanceType);
   } else {
-    if (spec.nprobes !== undefined || spec.refineFactor !== undefined || spec.bypassIndex) throw new UsageError("nprobes, refineFactor and bypassIndex are for vector searches");
+    if (spec.nprobes !== undefined || spec.refineFactor !== undefined || spec.bypassIndex || spec.distanceType !== undefined) throw new UsageError("nprobes, refineFactor and bypassIndex are for vector searches");
     q = tbl.query();
     if (spec.fts !== undefined) q = q.fullTextSearch(String(spec.fts), spec.column === undefined ? {} : { columns: [spec.column] });
     else if (spec.column !== undefined) throw new UsageError("column is for vector and full text searches");
@@ -419,7 +420,8 @@ async function runQuery(tbl, spec) {
 function indexConfig(flags) {
   const type = String(flags.type).toUpperCase();
   const vectorOnly = ["num-partitions", "num-sub-vectors", "distance-type"].filter((f) => flags[f] !== undefined);
-  if (type !== "IVF_PQ" && vectorOnly.length > 0) throw new UsageError(`--${vectorOnly[0]} is only for --type IVF_PQ`);
+  if (type !== "IVF_PQ" && type !== "IVF_FLAT" && vectorOnly.length > 0) throw new UsageError(`--${vectorOnly[0]} is only for --type IVF_PQ or IVF_FLAT`);
+  if (type === "IVF_FLAT" && flags["num-sub-vectors"] !== undefined) throw new UsageError("--num-sub-vectors is only for --type IVF_PQ");
   switch (type) {
     case "BTREE":
       return lancedb.Index.btree();
@@ -438,8 +440,15 @@ function indexConfig(flags) {
       if (flags["distance-type"] !== undefined) o.distanceType = flags["distance-type"];
       return lancedb.Index.ivfPq(o);
     }
+    case "IVF_FLAT": {
+      const o = {};
+      const np = intFlag(flags, "num-partitions", 1);
+      if (np !== undefined) o.numPartitions = np;
+      if (flags["distance-type"] !== undefined) o.distanceType = flags["distance-type"];
+      return lancedb.Index.ivfFlat(o);
+    }
   }
-  throw new UsageError(`--type must be BTREE, BITMAP, LABEL_LIST, FTS or IVF_PQ, got ${JSON.stringify(flags.type)}`);
+  throw new UsageError(`--type must be BTREE, BITMAP, LABEL_LIST, FTS, IVF_PQ or IVF_FLAT, got ${JSON.stringify(flags.type)}`);
 }
 
 try {
