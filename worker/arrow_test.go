@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -312,5 +313,34 @@ func TestArrowAppendBadBodies(t *testing.T) {
 	}
 	if got := tw.listAll("bad", "", 100); len(got) != 2 {
 		t.Fatalf("listed %d records after the refused bodies, want the 2 seeds", len(got))
+	}
+}
+
+// TestPythonArrowFixture keeps clients/python/tests/append.arrows, the Arrow body the
+// Python client's test sends, equal to what clientBatch writes (LANCECTX_WRITE_FIXTURE=1
+// rewrites it) and decodable by the route.
+func TestPythonArrowFixture(t *testing.T) {
+	b := clientBatch(t, 0, 3, func(i int) string { return "fixture " + itoa(i) })
+	defer b.Release()
+	want := arrowStream(t, []arrow.RecordBatch{b})
+	path := filepath.Join("..", "clients", "python", "tests", "append.arrows")
+	if os.Getenv("LANCECTX_WRITE_FIXTURE") != "" {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is not what clientBatch writes; regenerate it with LANCECTX_WRITE_FIXTURE=1", path)
+	}
+	recs, err := rollout.ParseAppendArrow(got, rollout.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		r.Release()
 	}
 }

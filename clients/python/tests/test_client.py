@@ -47,6 +47,21 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.c.get_blob(name, "s2"), b"\x89PNG\x00bytes")
         self.assertGreater(len(self.c.arrow_stream(name)), 0)
 
+        # The columnar route: an Arrow IPC stream of three rows as pyarrow types them
+        # (int64, float64, utf8, ns timestamps), written by worker TestPythonArrowFixture.
+        with open(os.path.join(os.path.dirname(__file__), "append.arrows"), "rb") as f:
+            res = self.c.append_arrow_stream(name, f.read(), flush=True)
+        self.assertEqual(res["ids"], ["a-0", "a-1", "a-2"])
+        self.assertTrue(res["visible"])
+        rec = self.c.get_record(name, "a-1")
+        self.assertEqual(rec["content"], "fixture 1")
+        self.assertEqual(rec["reward"], 0.25)
+        self.assertEqual(rec["role"], "assistant")
+        self.assertEqual(rec["input_tokens"], [100])
+        with self.assertRaises(LancectxError) as cm:
+            self.c.append_arrow_stream(name, b"not an arrow stream")
+        self.assertEqual(cm.exception.status, 400)
+
         # The master reads the same rows from storage, and SQL over them.
         q = self.c.query(name, "SELECT rollout_id, count(*) AS n, max(reward) AS best FROM records GROUP BY rollout_id")
         self.assertEqual(q["columns"], ["rollout_id", "n", "best"])
