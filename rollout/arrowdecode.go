@@ -136,6 +136,9 @@ func readArrowStream(body []byte, opts DecodeOptions) (recs []arrow.RecordBatch,
 			err = api.PayloadTooLarge("the Arrow stream decompresses to more than the limit of %d bytes", opts.MaxBodyBytes)
 		}
 	}()
+	if err := checkIPCVectors(body); err != nil {
+		return nil, api.InvalidRequest("%s", api.QuoteTrunc(err.Error(), 200))
+	}
 	rd, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(alloc),
 		ipc.WithBodySizeLimit(int64(len(body))), ipc.WithMetadataSizeLimit(int64(len(body))))
 	if err != nil {

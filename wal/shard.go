@@ -844,6 +844,8 @@ func (s *Shard) complete(q []*inflight, err error) []*inflight {
 		}
 	}
 	if err == nil {
+		putEntryBuf(f.buf) // the put is done: nothing reads the buffer any more
+		f.buf = nil
 		s.apply(f.seq, f.recs, f.keys)
 		s.met.entriesWritten.Inc()
 		s.met.groupAppends.Observe(float64(len(f.group)))
