@@ -33,7 +33,9 @@ import (
 type loadResult struct {
 	Acked   int64   `json:"acked_rows"`
 	Latency latency `json:"ack_latency"`
-	Err     string  `json:"error,omitempty"`
+	// Retries503 counts the requests answered 503 (backpressure) and retried.
+	Retries503 int64  `json:"retries_503"`
+	Err        string `json:"error,omitempty"`
 }
 
 // arrowBody is an Arrow IPC stream of the same rows as rows.body, typed as a pyarrow
@@ -102,6 +104,7 @@ func runLoad(ctx context.Context, o options) error {
 	var acked int64
 	var from, to time.Time
 	var firstErr atomic.Value
+	var retries atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	path := o.loadURL + "/api/v1/rollouts/" + o.loadStore + "/records"
@@ -130,23 +133,37 @@ func runLoad(ctx context.Context, o options) error {
 					jbuf = r.body(jbuf[:0], c, n)
 					body = jbuf
 				}
+				// A 503 (backpressure: sealing is behind) is retried after its
+				// Retry-After, as a client does; the ack latency runs from the first try.
 				t0 := time.Now()
-				req, err := http.NewRequestWithContext(ctx, "POST", path, bytes.NewReader(body))
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				req.Header.Set("Content-Type", ct)
-				resp, err := client.Do(req)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusCreated {
-					firstErr.CompareAndSwap(nil, fmt.Errorf("POST: %d %s", resp.StatusCode, data))
-					return
+				for {
+					req, err := http.NewRequestWithContext(ctx, "POST", path, bytes.NewReader(body))
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					req.Header.Set("Content-Type", ct)
+					resp, err := client.Do(req)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					data, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusServiceUnavailable {
+						retries.Add(1)
+						wait := time.Second
+						if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+							wait = time.Duration(secs) * time.Second
+						}
+						time.Sleep(min(wait, time.Second))
+						continue
+					}
+					if resp.StatusCode != http.StatusCreated {
+						firstErr.CompareAndSwap(nil, fmt.Errorf("POST: %d %s", resp.StatusCode, data))
+						return
+					}
+					break
 				}
 				t1 := time.Now()
 				mu.Lock()
@@ -170,7 +187,7 @@ func runLoad(ctx context.Context, o options) error {
 	fmt.Println("window-end")
 	close(stop)
 	wg.Wait()
-	res := loadResult{Acked: acked, Latency: summarize(lat)}
+	res := loadResult{Acked: acked, Latency: summarize(lat), Retries503: retries.Load()}
 	if err, _ := firstErr.Load().(error); err != nil {
 		res.Err = err.Error()
 	}

@@ -405,17 +405,19 @@ type IngestResult struct {
 	CPUMsPer1kRows   float64 `json:"server_cpu_ms_per_1k_rows"`
 	AllocBytesPerRow float64 `json:"alloc_bytes_per_row"`
 	GCShare          float64 `json:"gc_cpu_share"`
-	Seconds          float64 `json:"seconds"`
-	AckedRows        int64   `json:"acked_rows"`
-	RowsPerSecond    float64 `json:"acked_rows_per_s"`
-	RequestsPerSec   float64 `json:"requests_per_s"`
-	Latency          latency `json:"ack_latency"`
-	CPUSeconds       float64 `json:"process_cpu_s"` // the worker process's (not the load's)
-	WALEntries       float64 `json:"wal_entries"`
-	AppendsPerPut    float64 `json:"appends_per_wal_entry"`
-	Generations      float64 `json:"generations_sealed"`
-	MergedGens       float64 `json:"generations_merged"`
-	GOMAXPROCS       int     `json:"gomaxprocs"`
+	// Retries503 counts appends refused with 503 (backpressure) and retried by the load.
+	Retries503     int64   `json:"retries_503"`
+	Seconds        float64 `json:"seconds"`
+	AckedRows      int64   `json:"acked_rows"`
+	RowsPerSecond  float64 `json:"acked_rows_per_s"`
+	RequestsPerSec float64 `json:"requests_per_s"`
+	Latency        latency `json:"ack_latency"`
+	CPUSeconds     float64 `json:"process_cpu_s"` // the worker process's (not the load's)
+	WALEntries     float64 `json:"wal_entries"`
+	AppendsPerPut  float64 `json:"appends_per_wal_entry"`
+	Generations    float64 `json:"generations_sealed"`
+	MergedGens     float64 `json:"generations_merged"`
+	GOMAXPROCS     int     `json:"gomaxprocs"`
 	// ServerMeanMS are mean times from the worker's own histograms over the window.
 	ServerMeanMS map[string]float64 `json:"server_mean_ms"`
 	// LoadAvg is /proc/loadavg (1, 5, 15 min) at the end: the machine is shared.
@@ -457,7 +459,7 @@ func ingest(ctx context.Context, o options) (*IngestResult, error) {
 	res := &IngestResult{Bench: "worker-ingest", Side: side, Route: o.route, Clients: o.clients, BatchRows: o.batch, RowJSONBytes: o.rowBytes,
 		RowBodyBytes: float64(len(body)) / float64(o.batch), Seconds: secs,
 		AckedRows: acked, RowsPerSecond: float64(acked) / secs, RequestsPerSec: float64(lat.Count) / secs, Latency: lat,
-		CPUSeconds: cpu, GOMAXPROCS: runtime.GOMAXPROCS(0),
+		CPUSeconds: cpu, GOMAXPROCS: runtime.GOMAXPROCS(0), Retries503: load.Retries503,
 		WALEntries:  m1["rollout_wal_entries_written_total"] - m0["rollout_wal_entries_written_total"],
 		Generations: m1["rollout_wal_generations_sealed_total"] - m0["rollout_wal_generations_sealed_total"],
 		MergedGens:  m1["rollout_wal_merge_generations_total"] - m0["rollout_wal_merge_generations_total"]}
