@@ -228,7 +228,7 @@ record() {
     elif .cmd == "coord" then "TryLock \(.trylock_s|max*1000|floor) ms max, ended-context Lock \(.cancelled_lock_ms|max*1000|floor/1000) ms max, failover after SIGKILL \((.failover_s|max // 0)*1000|floor) ms max"
     elif .cmd == "master-list" then "p99 idle \(.idle.latency.p99_ms*10|floor/10) ms, during maintenance \(.during_maintenance.latency.p99_ms*10|floor/10) ms (\(.versions_removed) versions removed in \(.maintenance_seconds*100|floor/100) s)"
     elif .cmd == "master-coldstart" then "first answer after \(.seconds*1000|floor) ms (\(.total) experiments, stats version \(.stats_version))"
-    elif .bench == "worker-ingest" or .bench == "lancedb-table-add" then "\(.acked_rows_per_s|floor) rows/s, p99 \(.ack_latency.p99_ms) ms"
+    elif .bench == "worker-ingest" or .bench == "worker-ingest-arrow" or .bench == "lancedb-table-add" then "\(.acked_rows_per_s|floor) rows/s, p99 \(.ack_latency.p99_ms) ms"
     elif .bench == "worker-merge" then "\(.generations) generations of \(.rows_per_generation) rows merged in \(.merge_s*1000|floor) ms, RSS +\(.rss_growth_mib*10|floor/10) MiB"
     elif .bench == "worker-idle" then "\(.requests_per_s) requests/s over \(.seconds|floor) s after \(.idle_wait_s|floor) s idle, \(.stores_resident) stores resident (\(.idle_wait_requests) requests during the wait, setup \(.setup_s|floor) s)"
     elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
@@ -502,6 +502,14 @@ for rep in $(seq 1 "$REPS"); do
     wpeer --uri "$RUN/wpeer/ingest.lance" --duration "$INGEST_SECONDS"
 done
 rm -rf "$RUN/wb" "$RUN/wpeer"
+# 10b. The Arrow IPC append route (issue 16): the same rows as pyarrow types them, in
+# 1,000-row batches, 16 clients (the load runs in a child process of worker_bench).
+for rep in $(seq 1 "$REPS"); do
+  log "worker: Arrow ingest, repetition $rep/$REPS (${INGEST_SECONDS}s)"
+  rm -rf "$RUN/wb"
+  record worker-ingest-arrow "$rep" wbench -mode ingest -route arrow -batch 1000 -duration "${INGEST_SECONDS}s" -dir "$PWD/$RUN/wb"
+done
+rm -rf "$RUN/wb"
 # 11. Merges of WORKER_GENS sealed generations of 10 and of 200 rows, then appends
 # during such a merge.
 for rep in $(seq 1 "$REPS"); do

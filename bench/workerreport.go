@@ -11,6 +11,7 @@ import (
 // tests/interop/bench-worker-peer.mjs with them).
 const (
 	benchWorkerIngest  = "worker-ingest"
+	benchWorkerArrow   = "worker-ingest-arrow"
 	benchWorkerMerge10 = "worker-merge-10"
 	benchWorkerMerge2  = "worker-merge-200"
 	benchWorkerDuring  = "worker-merge-during"
@@ -25,6 +26,16 @@ const (
 	mergeTimeTarget   = 2.0  // s
 	mergeRSSTarget    = 64.0 // MiB
 	duringSlowTarget  = 100.0
+)
+
+// Issue 16's targets: server CPU per 1,000 acked rows, rows/s of the Arrow route,
+// allocation per row (against the row's size) and the GC's share of the CPU.
+const (
+	jsonCPUTarget    = 25.0 // ms per 1,000 rows
+	arrowCPUTarget   = 5.0
+	arrowRowsTarget  = 200000.0
+	allocRatioTarget = 2.0
+	gcShareTarget    = 0.10
 )
 
 // Issue 10 (section 5): an idle worker makes no storage request.
@@ -55,6 +66,12 @@ type workerResult struct {
 	CPUSeconds   float64       `json:"process_cpu_s"`
 	AppendsPer   float64       `json:"appends_per_wal_entry"`
 	LoadAvg      []float64     `json:"loadavg"`
+	// issue 16 (bench/worker_bench since the load runs in a child process)
+	Route        string  `json:"route"`
+	RowBodyBytes float64 `json:"row_body_bytes"`
+	CPUMsPer1k   float64 `json:"server_cpu_ms_per_1k_rows"`
+	AllocPerRow  float64 `json:"alloc_bytes_per_row"`
+	GCShare      float64 `json:"gc_cpu_share"`
 	// merge
 	Generations  int                `json:"generations"`
 	RowsPerGen   int                `json:"rows_per_generation"`
@@ -185,6 +202,7 @@ func workerReport(e *emitter, meta Meta, results []Result) {
 		}
 		detail("- 1. ingest, lancedb: rows/s %s; p99 %s ms; CPU per 1,000 rows %s ms; load averages %s", fmtVals(lvals), fmtVals(lpv), fmtVals(scale(lcv, 1e6)), loads(li))
 	}
+	ingestCostRows(e, gi, decodeWorker(pick(results, benchWorkerArrow, SideGo, "")), detail)
 	merge := func(bench, idTime, idRSS string) {
 		ws := decodeWorker(pick(results, bench, SideGo, ""))
 		if len(ws) == 0 {
@@ -228,6 +246,44 @@ func workerReport(e *emitter, meta Meta, results []Result) {
 		idleRow(e, ws, detail)
 	}
 	e.runFooter(meta, lancedbVersions(meta), nil, meta.WorkerNotes, details)
+}
+
+// ingestCostRows are issue 16's rows: per route, the worker process's CPU per 1,000
+// acked rows, heap bytes allocated per acked row (against the request's bytes per
+// row), the GC's share of its CPU, and for the Arrow route rows/s and latency. Runs
+// from before the load moved to a child process lack the fields and are left out.
+func ingestCostRows(e *emitter, js, arrow []workerResult, detail func(string, ...any)) {
+	have := func(w workerResult) bool { return w.CPUMsPer1k > 0 }
+	js = slices.DeleteFunc(slices.Clone(js), func(w workerResult) bool { return !have(w) })
+	arrow = slices.DeleteFunc(slices.Clone(arrow), func(w workerResult) bool { return !have(w) })
+	route := func(id, name string, ws []workerResult, cpuTarget float64) {
+		if len(ws) == 0 {
+			return
+		}
+		cpu, cv := medianBy(ws, func(w workerResult) float64 { return w.CPUMsPer1k })
+		alloc, av := medianBy(ws, func(w workerResult) float64 { return w.AllocPerRow })
+		gc, gv := medianBy(ws, func(w workerResult) float64 { return w.GCShare })
+		rowBytes := ws[0].RowBodyBytes
+		e.row(tableRow{id: id + ".1", title: fmt.Sprintf("16. %s route (%d clients, %d-row batches): worker CPU per 1,000 acked rows (load in another process)", name, ws[0].Clients, ws[0].BatchRows),
+			lancectx: fmt.Sprintf("%.1f ms", cpu), lancedb: "—", ratio: "—", cpuRatio: "—", target: fmt.Sprintf("<= %.0f ms", cpuTarget), met: yesNo(cpu <= cpuTarget)})
+		e.row(tableRow{id: id + ".2", title: "16. same: heap bytes allocated per acked row (request body per row)",
+			lancectx: fmt.Sprintf("%s B (%.0f B)", si(alloc), rowBytes), lancedb: "—", ratio: "—", cpuRatio: "—", target: "<= 2x the row",
+			met: yesNo(rowBytes > 0 && alloc <= allocRatioTarget*rowBytes)})
+		e.row(tableRow{id: id + ".3", title: "16. same: GC share of the worker's CPU (runtime/metrics)",
+			lancectx: fmt.Sprintf("%.1f%%", 100*gc), lancedb: "—", ratio: "—", cpuRatio: "—", target: "<= 10%", met: yesNo(gc <= gcShareTarget)})
+		detail("- 16. %s route: CPU ms per 1,000 rows %s; alloc bytes per row %s; GC share %s; load averages %s", name, fmtVals(cv), fmtVals(av), fmtVals(gv), loads(ws))
+	}
+	route("16.1", "JSON", js, jsonCPUTarget)
+	if len(arrow) > 0 {
+		rows, rv := medianBy(arrow, func(w workerResult) float64 { return w.RowsPerS })
+		p99, pv := medianBy(arrow, func(w workerResult) float64 { return w.Latency.P99 })
+		p50, _ := medianBy(arrow, func(w workerResult) float64 { return w.Latency.P50 })
+		e.row(tableRow{id: "16.2", title: fmt.Sprintf("16. Arrow IPC route (%d clients, %d-row batches of ~%d B rows, durable acks): acked rows/s", arrow[0].Clients, arrow[0].BatchRows, arrow[0].RowJSONBytes),
+			lancectx: fmt.Sprintf("%s rows/s (p50 %.1f ms, p99 %.1f ms)", si(rows), p50, p99), lancedb: "—", ratio: "—", cpuRatio: "—",
+			target: ">= 200,000 rows/s", met: yesNo(rows >= arrowRowsTarget)})
+		detail("- 16. Arrow route: rows/s %s; p99 %s ms", fmtVals(rv), fmtVals(pv))
+	}
+	route("16.3", "Arrow IPC", arrow, arrowCPUTarget)
 }
 
 // idleRow is issue 10's row: the storage requests per second of an idle worker holding

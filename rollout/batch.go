@@ -33,7 +33,8 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 		}
 	}
 	// A field the record sets but the schema lacks would be silently dropped.
-	for _, f := range rolloutSchema.Fields() {
+	for i := range rolloutSchema.NumFields() {
+		f := rolloutSchema.Field(i) // Field, not Fields: Fields copies the slice
 		if s.HasField(f.Name) {
 			continue
 		}
@@ -54,7 +55,8 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 		}
 	}
 	n := len(records)
-	for _, f := range s.Fields() {
+	for fi := range s.NumFields() {
+		f := s.Field(fi)
 		var arr arrow.Array
 		col := column(f.Name)
 		switch {

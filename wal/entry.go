@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"strconv"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -25,16 +26,42 @@ const (
 	metaShard = "lancectx.wal.shard"
 )
 
+// entryBufs recycles the buffers entries are encoded into: an entry is written once
+// and its buffer is free again when its put completed. Growing a fresh bytes.Buffer
+// per entry was a fifth of the worker's allocated bytes under append load.
+var entryBufs sync.Pool
+
+// maxPooledEntryBuf bounds the buffers kept for reuse (a burst's 4 MiB groups fit).
+const maxPooledEntryBuf = 16 << 20
+
+func getEntryBuf(size int) []byte {
+	if p, ok := entryBufs.Get().(*[]byte); ok && cap(*p) >= size {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, size+size/8)
+}
+
+func putEntryBuf(b []byte) {
+	if cap(b) > 0 && cap(b) <= maxPooledEntryBuf {
+		entryBufs.Put(&b)
+	}
+}
+
 // encodeEntry writes the batches (all laid out as s) as one Arrow IPC stream whose
-// schema metadata names the shard, the writer epoch and the sequence number.
+// schema metadata names the shard, the writer epoch and the sequence number. The
+// result comes from entryBufs; putEntryBuf takes it back once nothing reads it.
 func encodeEntry(s *arrow.Schema, shard string, epoch, seq uint64, recs []arrow.RecordBatch) ([]byte, error) {
 	md := arrow.NewMetadata(
 		[]string{metaShard, metaEpoch, metaSeq},
 		[]string{shard, strconv.FormatUint(epoch, 10), strconv.FormatUint(seq, 10)},
 	)
 	ws := arrow.NewSchema(s.Fields(), &md)
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(ws), ipc.WithAllocator(memory.DefaultAllocator))
+	size := 4096 * (len(recs) + 1) // the schema and per-batch metadata
+	for _, r := range recs {
+		size += int(arrowrows.Bytes(r))
+	}
+	buf := bytes.NewBuffer(getEntryBuf(size))
+	w := ipc.NewWriter(buf, ipc.WithSchema(ws), ipc.WithAllocator(memory.DefaultAllocator))
 	for _, r := range recs {
 		rec := r
 		if !r.Schema().Equal(ws) {

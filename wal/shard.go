@@ -287,8 +287,8 @@ type Shard struct {
 
 type appendReq struct {
 	ctx   context.Context
-	rec   arrow.RecordBatch
-	keys  []string
+	recs  []arrow.RecordBatch
+	keys  [][]string
 	rows  int64
 	bytes int64
 	done  chan appendDone
@@ -524,8 +524,15 @@ func (s *Shard) Store() objstore.Store { return s.st }
 // by name; table columns missing from rec must be nullable. A batch that does not fit
 // fails with ErrInvalidBatch and writes nothing.
 func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) (AppendResult, error) {
+	return s.AppendBatches(ctx, []arrow.RecordBatch{rec})
+}
+
+// AppendBatches writes recs durably and atomically, as Append writes one batch: every
+// batch lands in the same WAL entry, or none does. Each batch is conformed on its own,
+// so batches of one call may lay out their columns differently.
+func (s *Shard) AppendBatches(ctx context.Context, recs []arrow.RecordBatch) (AppendResult, error) {
 	start := time.Now()
-	res, err := s.append(ctx, rec)
+	res, err := s.append(ctx, recs)
 	if err != nil {
 		s.met.appendErrors.Inc()
 		return res, err
@@ -534,7 +541,7 @@ func (s *Shard) Append(ctx context.Context, rec arrow.RecordBatch) (AppendResult
 	return res, nil
 }
 
-func (s *Shard) append(ctx context.Context, rec arrow.RecordBatch) (AppendResult, error) {
+func (s *Shard) append(ctx context.Context, recs []arrow.RecordBatch) (AppendResult, error) {
 	if s.stale.Load() {
 		return AppendResult{}, ErrIncarnation
 	}
@@ -547,29 +554,51 @@ func (s *Shard) append(ctx context.Context, rec arrow.RecordBatch) (AppendResult
 	if s.closing.Load() {
 		return AppendResult{}, ErrClosed
 	}
-	if rec == nil || rec.NumRows() == 0 {
+	var rows int64
+	for _, rec := range recs {
+		if rec != nil {
+			rows += rec.NumRows()
+		}
+	}
+	if rows == 0 {
 		return AppendResult{}, fmt.Errorf("%w: empty batch", ErrInvalidBatch)
 	}
 	if err := s.checkBackpressure(); err != nil {
 		return AppendResult{}, err
 	}
-	conformed, err := conform(rec, s.arrow)
-	if err != nil {
-		return AppendResult{}, err
+	req := &appendReq{ctx: ctx, rows: rows, done: make(chan appendDone, 1)}
+	release := func() {
+		for _, r := range req.recs {
+			r.Release()
+		}
 	}
-	kc := conformed.Column(s.keyIdx)
-	if kc.NullN() > 0 {
-		conformed.Release()
-		return AppendResult{}, fmt.Errorf("%w: key column %q has %d nulls", ErrInvalidBatch, s.opts.KeyColumn, kc.NullN())
+	for _, rec := range recs {
+		if rec == nil || rec.NumRows() == 0 {
+			continue
+		}
+		conformed, err := conform(rec, s.arrow)
+		if err != nil {
+			release()
+			return AppendResult{}, err
+		}
+		kc := conformed.Column(s.keyIdx)
+		if kc.NullN() > 0 {
+			conformed.Release()
+			release()
+			return AppendResult{}, fmt.Errorf("%w: key column %q has %d nulls", ErrInvalidBatch, s.opts.KeyColumn, kc.NullN())
+		}
+		req.recs = append(req.recs, conformed)
+		req.keys = append(req.keys, cloneKeys(kc, s.keyOf))
+		req.bytes += arrowrows.Bytes(conformed)
 	}
-	req := &appendReq{ctx: ctx, rec: conformed, keys: cloneKeys(kc, s.keyOf), rows: conformed.NumRows(),
-		bytes: arrowrows.Bytes(conformed), done: make(chan appendDone, 1)}
 	s.lastActivity.Store(time.Now().UnixNano())
 	select {
 	case s.queue <- req:
 	case <-ctx.Done():
+		release()
 		return AppendResult{}, ctx.Err()
 	case <-s.stopCommit:
+		release()
 		return AppendResult{}, ErrClosed
 	}
 	select {
@@ -714,9 +743,10 @@ func (s *Shard) launch(group []*appendReq) *inflight {
 	if len(live) == 0 {
 		return nil
 	}
-	f := &inflight{group: live, recs: make([]arrow.RecordBatch, len(live)), keys: make([][]string, len(live)), started: time.Now()}
-	for i, r := range live {
-		f.recs[i], f.keys[i] = r.rec, r.keys
+	f := &inflight{group: live, started: time.Now()}
+	for _, r := range live {
+		f.recs = append(f.recs, r.recs...)
+		f.keys = append(f.keys, r.keys...)
 	}
 	if err := s.assign(f); err != nil {
 		f.fail(err)
@@ -814,6 +844,8 @@ func (s *Shard) complete(q []*inflight, err error) []*inflight {
 		}
 	}
 	if err == nil {
+		putEntryBuf(f.buf) // the put is done: nothing reads the buffer any more
+		f.buf = nil
 		s.apply(f.seq, f.recs, f.keys)
 		s.met.entriesWritten.Inc()
 		s.met.groupAppends.Observe(float64(len(f.group)))

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/rollout"
 )
@@ -60,7 +62,30 @@ func DecodeAppendRequest(r *http.Request, opts rollout.DecodeOptions) ([]rollout
 		}
 		return decodeAppendMultipart(r.Body, boundary, opts)
 	}
-	return nil, api.UnsupportedMediaType("unsupported Content-Type %s; use %s or %s", api.QuoteTrunc(mt, 100), api.ContentTypeJSON, api.ContentTypeMultipart)
+	return nil, api.UnsupportedMediaType("unsupported Content-Type %s; use %s, %s or %s", api.QuoteTrunc(mt, 100), api.ContentTypeJSON,
+		api.ContentTypeMultipart, api.ContentTypeArrowStream)
+}
+
+// isArrowStream reports whether an append body is an Arrow IPC stream by its
+// Content-Type (parameters ignored).
+func isArrowStream(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == api.ContentTypeArrowStream
+}
+
+// DecodeAppendArrow reads an Arrow IPC stream append body within the body limit and
+// decodes it with rollout.ParseAppendArrow. Errors are *api.Error values (400, 413).
+// The caller releases the batches.
+func DecodeAppendArrow(r *http.Request, opts rollout.DecodeOptions) ([]arrow.RecordBatch, error) {
+	opts = opts.WithDefaults()
+	if r.Body == nil {
+		return nil, api.InvalidRequest("request body is empty; send an Arrow IPC stream")
+	}
+	body, err := api.ReadBody(r.Body, opts.MaxBodyBytes, r.ContentLength)
+	if err != nil {
+		return nil, err
+	}
+	return rollout.ParseAppendArrow(body, opts)
 }
 
 func decodeAppendJSON(r io.Reader, sizeHint int64, opts rollout.DecodeOptions) ([]rollout.AddRecord, error) {

@@ -262,8 +262,28 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	records, err := DecodeAppendRequest(r, rollout.DecodeOptions{MaxBodyBytes: s.cfg.MaxBodyBytes,
-		MaxRecords: s.cfg.MaxRecords, MaxPartBytes: s.cfg.MaxPartBytes, Now: s.cfg.Now})
+	opts := rollout.DecodeOptions{MaxBodyBytes: s.cfg.MaxBodyBytes,
+		MaxRecords: s.cfg.MaxRecords, MaxPartBytes: s.cfg.MaxPartBytes, Now: s.cfg.Now}
+	if isArrowStream(r) {
+		recs, err := DecodeAppendArrow(r, opts)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer func() {
+			for _, rec := range recs {
+				rec.Release()
+			}
+		}()
+		resp, err := s.AppendArrow(ctx, name, recs, flush)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		api.WriteJSON(w, http.StatusCreated, resp)
+		return
+	}
+	records, err := DecodeAppendRequest(r, opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -282,21 +302,77 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 // waits (up to Config.FlushTimeout) until they are sealed into a generation every
 // reader sees.
 func (s *Server) Append(ctx context.Context, name string, records []rollout.AddRecord, flush bool) (api.AppendResponse, error) {
-	if err := api.ValidateName(name); err != nil {
-		return api.AppendResponse{}, err
-	}
 	if len(records) == 0 {
 		return api.AppendResponse{}, api.InvalidRequest("records is empty; send at least one record")
+	}
+	resp, err := s.appendRows(ctx, name, flush, len(records), func(sh *wal.Shard) ([]arrow.RecordBatch, error) {
+		rec, err := rollout.ToBatch(records, sh.Schema())
+		if err != nil {
+			return nil, err
+		}
+		return []arrow.RecordBatch{rec}, nil
+	})
+	if err != nil {
+		return resp, err
+	}
+	resp.IDs = make([]string, len(records))
+	for i := range records {
+		resp.IDs[i] = records[i].ID
+	}
+	return resp, nil
+}
+
+// AppendArrow writes record batches of rollout columns (rollout.ParseAppendArrow's
+// result: coerced and validated) durably to the store, all in one WAL entry, with
+// Append's guarantees. The caller keeps and releases recs.
+func (s *Server) AppendArrow(ctx context.Context, name string, recs []arrow.RecordBatch, flush bool) (api.AppendResponse, error) {
+	n := 0
+	for _, r := range recs {
+		n += int(r.NumRows())
+	}
+	if n == 0 {
+		return api.AppendResponse{}, api.InvalidRequest("records: the Arrow stream has no rows; send at least one")
+	}
+	resp, err := s.appendRows(ctx, name, flush, n, func(*wal.Shard) ([]arrow.RecordBatch, error) {
+		for _, r := range recs {
+			r.Retain()
+		}
+		return recs, nil
+	})
+	if err != nil {
+		return resp, err
+	}
+	resp.IDs = make([]string, 0, n)
+	for _, r := range recs {
+		ids := r.Column(r.Schema().FieldIndices(rollout.ColID)[0]).(*array.String)
+		for i := 0; i < ids.Len(); i++ {
+			resp.IDs = append(resp.IDs, strings.Clone(ids.Value(i)))
+		}
+	}
+	return resp, nil
+}
+
+// appendRows is the durable half of both append routes: build makes the batches for
+// the store's shard (its schema), which are appended in one WAL entry; n is their row
+// count. The response lacks the ids, which each route knows best.
+func (s *Server) appendRows(ctx context.Context, name string, flush bool, n int,
+	build func(*wal.Shard) ([]arrow.RecordBatch, error)) (api.AppendResponse, error) {
+	if err := api.ValidateName(name); err != nil {
+		return api.AppendResponse{}, err
 	}
 	start := time.Now()
 	var version uint64
 	err := s.withWriter(ctx, s.rollouts, name, func(h *handle, sh *wal.Shard) error {
-		rec, err := rollout.ToBatch(records, sh.Schema())
+		recs, err := build(sh)
 		if err != nil {
 			return err
 		}
-		defer rec.Release()
-		if _, err := sh.Append(ctx, rec); err != nil {
+		defer func() {
+			for _, r := range recs {
+				r.Release()
+			}
+		}()
+		if _, err := sh.AppendBatches(ctx, recs); err != nil {
 			return err
 		}
 		if flush {
@@ -318,13 +394,9 @@ func (s *Server) Append(ctx context.Context, name string, records []rollout.AddR
 		s.met.appendsFlushed.Inc()
 	}
 	s.met.appends.WithLabelValues(fl).Inc()
-	s.met.recordsAppended.Add(float64(len(records)))
+	s.met.recordsAppended.Add(float64(n))
 	s.met.appendDuration.WithLabelValues(fl).Observe(time.Since(start).Seconds())
-	ids := make([]string, len(records))
-	for i := range records {
-		ids[i] = records[i].ID
-	}
-	return api.AppendResponse{Version: version, IDs: ids, Count: len(records), Durable: true, Visible: flush}, nil
+	return api.AppendResponse{Version: version, Count: n, Durable: true, Visible: flush}, nil
 }
 
 func (s *Server) handleMergeWAL(w http.ResponseWriter, r *http.Request) {

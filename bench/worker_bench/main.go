@@ -3,13 +3,17 @@
 //
 //	go run ./bench/worker_bench [-mode ingest|merge|merge-during|idle|all] [-clients 16]
 //	    [-batch 10] [-row-bytes 1024] [-duration 10s] [-gens 1000] [-gen-rows 10] [-dir DIR]
-//	    [-stores 2000] [-idle-wait 10s] [-setup-clients 4] [-merge-max-age 0]
+//	    [-stores 2000] [-idle-wait 10s] [-setup-clients 4] [-merge-max-age 0] [-route json|arrow]
 //
 // ingest: -clients goroutines each POST batches of -batch rows of about -row-bytes
 // (JSON, unique ids) back to back for -duration after a -warmup, with the worker's
 // default settings (group commit, seals of 8 MiB / 2 s, background merges after 32
 // generations). Reports acked rows/s and the ack latency distribution over the
-// measured window, with the process CPU time (clients and worker share the 2 cores).
+// measured window. The clients run in a child process (this binary with -load-url), so
+// the CPU time, allocated bytes per row and GC share (runtime/metrics) are the
+// worker's own; the two processes still share the machine's cores. -route arrow
+// posts the same rows as Arrow IPC streams (typed as pyarrow types them) instead of
+// JSON.
 //
 // merge: seals -gens generations of -gen-rows rows (one flushed append each), then
 // times POST /api/v1/internal/merge-wal (one pass) and samples the process RSS while
@@ -93,6 +97,10 @@ type options struct {
 	idleWait     time.Duration
 	setupClients int
 	mergeMaxAge  time.Duration
+	// route is the ingest body: json or arrow (an Arrow IPC stream).
+	route string
+	// loadURL and loadStore make this process the ingest load child (load.go).
+	loadURL, loadStore string
 }
 
 func main() {
@@ -114,8 +122,19 @@ func main() {
 	flag.DurationVar(&o.idleWait, "idle-wait", 10*time.Second, "idle: wait after the last append before counting")
 	flag.IntVar(&o.setupClients, "setup-clients", 4, "idle: concurrent HTTP clients creating and writing the stores")
 	flag.DurationVar(&o.mergeMaxAge, "merge-max-age", 0, "idle: the worker's MergeMaxAge (0: the worker default, 300 s)")
+	flag.StringVar(&o.route, "route", "json", "ingest: the append body, json or arrow (Arrow IPC stream)")
+	flag.StringVar(&o.loadURL, "load-url", "", "internal: run as the ingest load child against this worker URL")
+	flag.StringVar(&o.loadStore, "load-store", "", "internal: the load child's store")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at its end")
 	flag.Parse()
+	if o.loadURL != "" {
+		if err := runLoad(context.Background(), o); err != nil {
+			fmt.Fprintln(os.Stderr, "worker_bench load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -131,6 +150,17 @@ func main() {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "worker_bench:", err)
 		os.Exit(1)
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker_bench:", err)
+			os.Exit(1)
+		}
 	}
 }
 
@@ -360,17 +390,29 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // IngestResult is the ingest benchmark's output.
 type IngestResult struct {
-	Bench          string  `json:"bench"`
-	Side           string  `json:"side"`
-	Clients        int     `json:"clients"`
-	BatchRows      int     `json:"batch_rows"`
-	RowJSONBytes   int     `json:"row_json_bytes"`
+	Bench string `json:"bench"`
+	Side  string `json:"side"`
+	// Route is the append body: json or arrow.
+	Route        string `json:"route"`
+	Clients      int    `json:"clients"`
+	BatchRows    int    `json:"batch_rows"`
+	RowJSONBytes int    `json:"row_json_bytes"`
+	// RowBodyBytes is the request body's bytes per row on this route.
+	RowBodyBytes float64 `json:"row_body_bytes"`
+	// CPUMsPer1kRows is the worker process's CPU (the load runs in a child process) per
+	// 1,000 acked rows; AllocBytesPerRow its heap allocation per acked row and GCShare
+	// the GC's part of its CPU (runtime/metrics), over the window.
+	CPUMsPer1kRows   float64 `json:"server_cpu_ms_per_1k_rows"`
+	AllocBytesPerRow float64 `json:"alloc_bytes_per_row"`
+	GCShare          float64 `json:"gc_cpu_share"`
+	// Retries503 counts appends refused with 503 (backpressure) and retried by the load.
+	Retries503     int64   `json:"retries_503"`
 	Seconds        float64 `json:"seconds"`
 	AckedRows      int64   `json:"acked_rows"`
 	RowsPerSecond  float64 `json:"acked_rows_per_s"`
 	RequestsPerSec float64 `json:"requests_per_s"`
 	Latency        latency `json:"ack_latency"`
-	CPUSeconds     float64 `json:"process_cpu_s"`
+	CPUSeconds     float64 `json:"process_cpu_s"` // the worker process's (not the load's)
 	WALEntries     float64 `json:"wal_entries"`
 	AppendsPerPut  float64 `json:"appends_per_wal_entry"`
 	Generations    float64 `json:"generations_sealed"`
@@ -392,45 +434,44 @@ func ingest(ctx context.Context, o options) (*IngestResult, error) {
 	if err := b.create(ctx, "ingest"); err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	var lat []time.Duration
-	var acked int64
-	var from, to time.Time
-	stop := make(chan struct{})
-	wg, firstErr := b.appenders(ctx, o, "ingest", stop, func(_ int, a ack) {
-		mu.Lock()
-		if !from.IsZero() && a.start.After(from) && (to.IsZero() || a.end.Before(to)) {
-			lat = append(lat, a.end.Sub(a.start))
-			acked += int64(o.batch)
-		}
-		mu.Unlock()
-	})
-	time.Sleep(o.warmup)
-	cpu0 := cpuTime()
-	m0 := gather(b.reg)
-	mu.Lock()
-	from = time.Now()
-	mu.Unlock()
-	time.Sleep(o.duration)
-	mu.Lock()
-	to = time.Now()
-	mu.Unlock()
-	cpu1 := cpuTime()
-	m1 := gather(b.reg)
-	close(stop)
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
+	if o.route != "json" && o.route != "arrow" {
+		return nil, fmt.Errorf("unknown -route %q (json or arrow)", o.route)
+	}
+	var m0, m1 map[string]float64
+	load, s0, s1, err := driveLoadSampled(ctx, o, b, "ingest", &m0, &m1)
+	if err != nil {
 		return nil, err
 	}
-	secs := to.Sub(from).Seconds()
-	res := &IngestResult{Bench: "worker-ingest", Side: side, Clients: o.clients, BatchRows: o.batch, RowJSONBytes: o.rowBytes, Seconds: secs,
-		AckedRows: acked, RowsPerSecond: float64(acked) / secs, RequestsPerSec: float64(len(lat)) / secs, Latency: summarize(lat),
-		CPUSeconds: (cpu1 - cpu0).Seconds(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+	lat := load.Latency
+	acked := load.Acked
+	secs := s1.at.Sub(s0.at).Seconds()
+	r := newRows(o.batch, o.rowBytes)
+	var body []byte
+	if o.route == "arrow" {
+		var buf bytes.Buffer
+		if body, err = r.arrowBody(&buf, 0, 0, o.batch); err != nil {
+			return nil, err
+		}
+	} else {
+		body = r.body(nil, 0, 0)
+	}
+	cpu := (s1.cpu - s0.cpu).Seconds()
+	res := &IngestResult{Bench: "worker-ingest", Side: side, Route: o.route, Clients: o.clients, BatchRows: o.batch, RowJSONBytes: o.rowBytes,
+		RowBodyBytes: float64(len(body)) / float64(o.batch), Seconds: secs,
+		AckedRows: acked, RowsPerSecond: float64(acked) / secs, RequestsPerSec: float64(lat.Count) / secs, Latency: lat,
+		CPUSeconds: cpu, GOMAXPROCS: runtime.GOMAXPROCS(0), Retries503: load.Retries503,
 		WALEntries:  m1["rollout_wal_entries_written_total"] - m0["rollout_wal_entries_written_total"],
 		Generations: m1["rollout_wal_generations_sealed_total"] - m0["rollout_wal_generations_sealed_total"],
 		MergedGens:  m1["rollout_wal_merge_generations_total"] - m0["rollout_wal_merge_generations_total"]}
+	if acked > 0 {
+		res.CPUMsPer1kRows = 1e6 * cpu / float64(acked)
+		res.AllocBytesPerRow = float64(s1.allocBytes-s0.allocBytes) / float64(acked)
+	}
+	if d := s1.userCPU - s0.userCPU + s1.gcCPU - s0.gcCPU; d > 0 {
+		res.GCShare = (s1.gcCPU - s0.gcCPU) / d
+	}
 	if res.WALEntries > 0 {
-		res.AppendsPerPut = float64(len(lat)) / res.WALEntries
+		res.AppendsPerPut = float64(lat.Count) / res.WALEntries
 	}
 	mean := func(name string) float64 {
 		n := m1[name+"_count"] - m0[name+"_count"]

@@ -25,6 +25,7 @@ trap 'rm -rf "$BIN"' EXIT
 go build -o "$BIN/worker_bench" ./bench/worker_bench
 for _ in $(seq "$REPS"); do
   "$BIN/worker_bench" -mode ingest -duration "${DURATION}s"
+  "$BIN/worker_bench" -mode ingest -route arrow -batch 1000 -duration "${DURATION}s"
   D=$(mktemp -d)
   node tests/interop/bench-worker-peer.mjs --uri "$D/peer.lance" --duration "$DURATION"
   rm -rf "$D"

@@ -21,8 +21,10 @@ import (
 func Conform(rec arrow.RecordBatch, target *arrow.Schema) (arrow.RecordBatch, error) {
 	src := rec.Schema()
 	if src.Equal(target) {
-		for i, f := range target.Fields() {
-			if c := rec.Column(i); !f.Nullable && c.NullN() > 0 {
+		// Field(i), not Fields(): Fields copies the slice, on every append.
+		for i := range target.NumFields() {
+			if f := target.Field(i); !f.Nullable && rec.Column(i).NullN() > 0 {
+				c := rec.Column(i)
 				return nil, fmt.Errorf("column %q is not nullable but has %d nulls", f.Name, c.NullN())
 			}
 		}
@@ -36,7 +38,8 @@ func Conform(rec arrow.RecordBatch, target *arrow.Schema) (arrow.RecordBatch, er
 	cols := make([]arrow.Array, target.NumFields())
 	defer releaseAll(cols)
 	used := 0
-	for i, f := range target.Fields() {
+	for i := range target.NumFields() {
+		f := target.Field(i)
 		idx := src.FieldIndices(f.Name)
 		switch {
 		case len(idx) > 1:

@@ -24,7 +24,26 @@ class ClientTest(unittest.TestCase):
     def setUp(self):
         self.c = Client(SERVER)
 
+    def arrow_append(self):
+        # The columnar route: an Arrow IPC stream of three rows as pyarrow types them
+        # (int64, float64, utf8, ns timestamps), written by worker TestPythonArrowFixture.
+        arrow_store = unique("pyarrow")
+        self.c.create_rollout_store(arrow_store)
+        with open(os.path.join(os.path.dirname(__file__), "append.arrows"), "rb") as f:
+            res = self.c.append_arrow_stream(arrow_store, f.read(), flush=True)
+        self.assertEqual(res["ids"], ["a-0", "a-1", "a-2"])
+        self.assertTrue(res["visible"])
+        rec = self.c.get_record(arrow_store, "a-1")
+        self.assertEqual(rec["content"], "fixture 1")
+        self.assertEqual(rec["reward"], 0.25)
+        self.assertEqual(rec["role"], "assistant")
+        self.assertEqual(rec["input_tokens"], [100])
+        with self.assertRaises(LancectxError) as cm:
+            self.c.append_arrow_stream(arrow_store, b"not an arrow stream")
+        self.assertEqual(cm.exception.status, 400)
+
     def test_rollouts(self):
+        self.arrow_append()
         name = unique("py")
         info = self.c.create_rollout_store(name)
         self.assertEqual(info["name"], name)
