@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,6 +342,7 @@ func TestReadsDuringMerges(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var writeErr, readErr error
+	var merges atomic.Int64
 	writer := func(sh *Shard, prefix string) {
 		defer wg.Done()
 		for i := 0; ; i++ {
@@ -386,12 +388,18 @@ func TestReadsDuringMerges(t *testing.T) {
 					writeErr = err
 					return
 				}
+				merges.Add(1)
 			}
 		}
 	}()
+	// Read until enough reads have overlapped enough merges: a count, not a time
+	// window, so a slow machine reads as much as a fast one (the context only bounds a
+	// hang).
+	const wantReads, wantMerges = 20, 6
 	reads := 0
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for time.Now().Before(deadline) && readErr == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for (reads < wantReads || merges.Load() < wantMerges) && readErr == nil && ctx.Err() == nil {
 		mu.Lock()
 		before := make(map[string]int64, len(sealed))
 		for k, v := range sealed {
@@ -434,9 +442,9 @@ func TestReadsDuringMerges(t *testing.T) {
 	if readErr != nil {
 		t.Fatal(readErr)
 	}
-	t.Logf("%d consistent reads, %d sealed keys", reads, len(sealed))
-	if reads < 5 {
-		t.Fatalf("only %d reads", reads)
+	t.Logf("%d consistent reads during %d merges, %d sealed keys", reads, merges.Load(), len(sealed))
+	if reads < wantReads || merges.Load() < wantMerges {
+		t.Fatalf("only %d reads during %d merges before the deadline", reads, merges.Load())
 	}
 }
 
