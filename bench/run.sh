@@ -225,7 +225,7 @@ record() {
     elif .bench == "worker-merge" then "\(.generations) generations of \(.rows_per_generation) rows merged in \(.merge_s*1000|floor) ms, RSS +\(.rss_growth_mib*10|floor/10) MiB"
     elif .bench == "worker-idle" then "\(.requests_per_s) requests/s over \(.seconds|floor) s after \(.idle_wait_s|floor) s idle, \(.stores_resident) stores resident (\(.idle_wait_requests) requests during the wait, setup \(.setup_s|floor) s)"
     elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
-    elif (.bench | startswith("kinds-")) and .mode then "\(.kind) \(.mode): " + (if .read_median_ms then "median read \(.read_median_ms) ms over \(.events) events" else "\(.per_s|floor)/s, p99 \(.latency.p99_ms) ms" end)
+    elif ($b | startswith("kinds-")) and .mode then "\(.kind) \(.mode): " + (if .read_median_ms then "median read \(.read_median_ms) ms over \(.events) events" else "\(.per_s|floor)/s, p99 \(.latency.p99_ms) ms" end)
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
 
