@@ -234,6 +234,7 @@ func rowBody(buf []byte, kind string, batch int, content string, c, n int) []byt
 	} else {
 		buf = append(buf, `{"rows":[`...)
 	}
+	ts := time.Now().UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 	for k := range batch {
 		if k > 0 {
 			buf = append(buf, ',')
@@ -244,7 +245,7 @@ func rowBody(buf []byte, kind string, batch int, content string, c, n int) []byt
 		buf = append(buf, content...)
 		buf = append(buf, `","reward":0.5,"policy_version":"ckpt-1"`...)
 		if kind != "rollout" {
-			buf = append(buf, `,"problem_id":"`+traj+`","created_at":"`+time.Now().UTC().Format(time.RFC3339Nano)+`","content_type":"text/plain"`...)
+			buf = append(buf, `,"problem_id":"`+traj+`","created_at":"`+ts+`","content_type":"text/plain"`...)
 		}
 		buf = append(buf, '}')
 	}
