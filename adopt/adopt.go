@@ -15,13 +15,16 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/datagen"
+	"github.com/lancectx/lancectx/generic"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/master"
 	"github.com/lancectx/lancectx/objstore"
-	"github.com/lancectx/lancectx/registry"
+	"github.com/lancectx/lancectx/storekind"
 )
 
-// Store kinds of the reference system. lancectx has rollout stores only.
+// Store kinds of the reference system. lancectx has rollout, generic and datagen
+// stores; context stores are reported and left alone.
 const (
 	KindRollout = "rollout"
 	KindGeneric = "generic"
@@ -40,7 +43,7 @@ const (
 	// AlreadyRegistered: a store lancectx already has (a second run says this).
 	AlreadyRegistered Outcome = "already registered"
 	// NotAdopted: found, deliberately left alone (a kind lancectx does not have, a
-	// name it cannot serve); Message says why.
+	// name or a schema it cannot serve); nothing was written. Message says why.
 	NotAdopted Outcome = "not adopted"
 	// Failed: adoption was attempted and did not finish; Message says why. Running
 	// adopt again resumes it.
@@ -130,7 +133,6 @@ var ErrNoDataDir = errors.New("adopt: no data directory")
 type adopter struct {
 	opts Options
 	log  *slog.Logger
-	reg  *registry.Registry
 
 	mu       sync.Mutex
 	observed map[string]master.ExperimentStats
@@ -155,10 +157,10 @@ func (a *adopter) recordStats(s master.ExperimentStats) {
 }
 
 // Run adopts the stores of a lance-context data directory: it discovers them (the
-// reference's registry datasets and the dataset directories), adopts each rollout store
-// (merging its pending write-ahead log generations into its base table in one commit,
-// then registering it and retiring its _mem_wal), reports the other kinds as not
-// adopted, and seeds the master's stats from the reference's _stats table. Stores are
+// reference's registry datasets and the dataset directories), adopts each rollout,
+// generic and datagen store (merging its pending write-ahead log generations into its
+// base table in one commit, then registering it and retiring its _mem_wal), reports
+// context stores and stores lancectx could not serve as not adopted, and seeds the master's stats from the reference's _stats table. Stores are
 // processed at most Concurrency at a time, each reported as it finishes; one store's
 // failure does not stop the others. Run is idempotent: a second run reports "already
 // registered", and a run after an interruption finishes what the last one started.
@@ -182,7 +184,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if opts.Report == nil {
 		opts.Report = func(StoreReport) {}
 	}
-	a := &adopter{opts: opts, log: opts.Logger, reg: registry.New(opts.Data, KindRollout), observed: map[string]master.ExperimentStats{}}
+	a := &adopter{opts: opts, log: opts.Logger, observed: map[string]master.ExperimentStats{}}
 	var sum Summary
 	cands, warnings, err := a.discover(ctx)
 	if err != nil {
@@ -265,12 +267,44 @@ func (a *adopter) one(ctx context.Context, c candidate) (rep StoreReport) {
 		rep.Outcome, rep.Message = NotAdopted, c.invalid
 		return rep
 	}
-	if c.kind == KindRollout {
-		a.rollout(ctx, c, &rep)
+	if _, ok := kinds[c.kind]; ok {
+		a.adoptStore(ctx, c, &rep)
 		return rep
 	}
 	a.inspect(ctx, c, &rep)
 	return rep
+}
+
+// kinds are the store kinds adoption takes over, by name.
+var kinds = map[string]storekind.Kind{KindRollout: storekind.Rollout, KindGeneric: storekind.Generic, KindDatagen: storekind.Datagen}
+
+// servable says why lancectx could not serve base as a store of kind ("" when it can),
+// without I/O, and which schema metadata the table must gain first: a generic table
+// gets the spec derived from its columns (the reference's persisted spec is in its own
+// encoding), a datagen table must be the event schema column for column.
+func servable(kind string, base *lance.Dataset) (map[string]string, string) {
+	sch := base.Schema().Arrow()
+	switch kind {
+	case KindGeneric:
+		if _, _, err := generic.FromArrow(sch); err == nil {
+			return nil, "" // already lancectx's spec (a copy of a lancectx store)
+		}
+		sp, seal, err := generic.Derive(sch)
+		if err != nil {
+			return nil, fmt.Sprintf("lancectx cannot serve it as a generic store: %v", err)
+		}
+		want := sp.Arrow(seal).Metadata()
+		md := make(map[string]string, want.Len())
+		for i, k := range want.Keys() {
+			md[k] = want.Values()[i]
+		}
+		return md, ""
+	case KindDatagen:
+		if d := datagen.SchemaDiff(sch); d != "" {
+			return nil, "lancectx cannot serve it as a datagen store: its columns are not the datagen event schema: " + d
+		}
+	}
+	return nil, ""
 }
 
 // inspect reports a store of a kind lancectx does not have: what is there, and why it

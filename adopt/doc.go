@@ -7,10 +7,23 @@
 // The reference recorded its stores in registry datasets (_registry.rollout.lance,
 // _registry.generic.lance, _registry.datagen.lance: rows of name, uri, created_at) and
 // as dataset directories ({name}.rollout.lance, ...); both are read, so a store whose
-// directory no registry names (a legacy one) is adopted too. lancectx has rollout stores
-// only: the other kinds are reported as found and left as they are.
+// directory no registry names (a legacy one) is adopted too. Rollout, generic and datagen
+// stores are adopted; context stores are reported as found and left as they are.
 //
-// # Adopting one rollout store
+// # Generic and datagen stores
+//
+// They are adopted like rollout stores (below), keyed by their own primary key (id,
+// event_id), after a check that lancectx can serve them, made before anything is
+// written: a generic table gets the spec its columns declare (generic.Derive; the
+// reference persisted its spec in its own encoding, which lancectx does not read), in a
+// schema-metadata-only version before the merge, and seal_on_add is kept; a datagen
+// table must be the event schema column for column. A table that fails the check (a
+// dictionary or struct column, a name a generic column cannot have, another schema
+// than the event log's) is reported as not adopted with the difference, untouched.
+// Their schemas never evolve, so a generation column the base table lacks stops the
+// store.
+//
+// # Adopting one store
 //
 // Writes of the reference went through Lance's MemWAL: rows sit in flushed generations
 // (small Lance datasets under _mem_wal/{shard}/) until a merge folds them into the base

@@ -88,9 +88,11 @@ func (g *generation) err(err error) error {
 // every column known to the base table with the same type. Generations written with
 // rollout columns the base table lacks (the reference evolved its schema before
 // merging) make the base table gain them first, as all-null columns (a schema-only
-// commit, as lancectx's worker does on open); any other unknown column stops the store.
+// commit, as lancectx's worker does on open), when evolve is set (rollout stores; the
+// schemas of generic and datagen stores never change); any other unknown column stops
+// the store.
 // It returns the units in merge order and the base table they were mapped to.
-func openUnits(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *memWAL) ([]*unit, *lance.Dataset, error) {
+func openUnits(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *memWAL, evolve bool) ([]*unit, *lance.Dataset, error) {
 	var gens []*generation
 	for _, s := range mw.Shards {
 		for _, g := range s.Pending {
@@ -107,7 +109,7 @@ func openUnits(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *
 			gens = append(gens, ge)
 		}
 	}
-	base, err := evolveFor(ctx, base, gens)
+	base, err := evolveFor(ctx, base, gens, evolve)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,8 +136,9 @@ func openUnits(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *
 }
 
 // evolveFor adds to the base table the nullable rollout columns some generation has and
-// it lacks. A generation column that is not a rollout column stops the store.
-func evolveFor(ctx context.Context, base *lance.Dataset, gens []*generation) (*lance.Dataset, error) {
+// it lacks (only when evolve is set). Any other generation column the base lacks stops
+// the store.
+func evolveFor(ctx context.Context, base *lance.Dataset, gens []*generation, evolve bool) (*lance.Dataset, error) {
 	var add []arrow.Field
 	seen := map[string]bool{}
 	for _, g := range gens {
@@ -144,7 +147,7 @@ func evolveFor(ctx context.Context, base *lance.Dataset, gens []*generation) (*l
 				continue
 			}
 			idx := rollout.Schema().FieldIndices(f.Name)
-			if len(idx) == 0 || !rollout.Schema().Field(idx[0]).Nullable {
+			if !evolve || len(idx) == 0 || !rollout.Schema().Field(idx[0]).Nullable {
 				return nil, g.err(fmt.Errorf("column %q is not in the base table", f.Name))
 			}
 			seen[f.Name] = true

@@ -15,7 +15,7 @@ import (
 	"github.com/lancectx/lancectx/master"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
-	"github.com/lancectx/lancectx/rollout"
+	"github.com/lancectx/lancectx/storekind"
 	"github.com/lancectx/lancectx/wal"
 )
 
@@ -59,8 +59,11 @@ func readMarker(ds *lance.Dataset) (*Marker, error) {
 	return &m, nil
 }
 
-// rollout adopts one rollout store (see the package documentation for the steps).
-func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
+// adoptStore adopts one rollout, generic or datagen store (see the package
+// documentation for the steps).
+func (a *adopter) adoptStore(ctx context.Context, c candidate, rep *StoreReport) {
+	k := kinds[c.kind]
+	reg := k.Registry(a.opts.Data)
 	st := objstore.Prefixed(a.opts.Data, c.dir())
 	base, err := lance.OpenStore(ctx, st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
@@ -82,7 +85,7 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 		rep.fail("%v", err)
 		return
 	}
-	entry, err := a.reg.Get(ctx, c.name)
+	entry, err := reg.Get(ctx, c.name)
 	registered := err == nil
 	if err != nil && !errors.Is(err, registry.ErrNotFound) {
 		rep.fail("read its registry entry: %v", err)
@@ -92,6 +95,17 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 	if err != nil {
 		rep.fail("%v", err)
 		return
+	}
+	// A store lancectx could not serve is left as it is, before anything is written: a
+	// generic table whose columns no generic schema declares, a datagen table that is
+	// not the event schema.
+	var schemaMeta map[string]string
+	if !registered && mk == nil && inc == "" {
+		var why string
+		if schemaMeta, why = servable(c.kind, base); why != "" {
+			rep.Outcome, rep.Message = NotAdopted, why+"; left as it is"
+			return
+		}
 	}
 	if mk != nil {
 		for s, g := range mk.Merged {
@@ -111,7 +125,7 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 		return
 	case registered && (mk == nil || !mw.Present):
 		rep.Outcome = AlreadyRegistered
-		a.observe(c.name, rep, base)
+		a.observe(c, rep, base)
 		return
 	case registered:
 		// An adoption that stopped after registering: only the retirement is left.
@@ -124,7 +138,7 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 			return
 		}
 		rep.Outcome, rep.Message = AlreadyRegistered, "retired the _mem_wal an interrupted adoption left"
-		a.observe(c.name, rep, base)
+		a.observe(c, rep, base)
 		return
 	case inc != "" && mk == nil:
 		rep.Outcome = NotAdopted
@@ -137,8 +151,17 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 		return
 	}
 	if mk == nil || mw.pending() > 0 {
+		if len(schemaMeta) > 0 {
+			// A schema-metadata-only version before the merge: a crash after it leaves
+			// a table without the marker, which the next run plans again (and finds the
+			// metadata already there).
+			if base, err = base.UpdateSchemaMetadata(ctx, schemaMeta, nil); err != nil {
+				rep.fail("not adopted: persist its schema: %v", err)
+				return
+			}
+		}
 		var res mergeResult
-		base, mk, res, err = a.mergeAndMark(ctx, st, base, mw, mk)
+		base, mk, res, err = a.mergeAndMark(ctx, st, base, mw, mk, k)
 		if err != nil {
 			var ge *GenerationError
 			if errors.As(err, &ge) {
@@ -157,10 +180,10 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 			wm[s] = max(wm[s], g)
 		}
 	}
-	_, err = a.reg.Adopt(ctx, c.name, mk.Incarnation, mk.FromVersion, registry.Adoption{Source: Source, FromVersion: mk.FromVersion,
+	_, err = reg.Adopt(ctx, c.name, mk.Incarnation, mk.FromVersion, registry.Adoption{Source: Source, FromVersion: mk.FromVersion,
 		Generations: mk.Generations, Rows: mk.Rows}, a.now())
 	if errors.Is(err, registry.ErrExists) {
-		e, gerr := a.reg.Get(ctx, c.name)
+		e, gerr := reg.Get(ctx, c.name)
 		if gerr != nil || e.Incarnation != mk.Incarnation {
 			rep.fail("another store of this name was registered meanwhile (incarnation %q)", e.Incarnation)
 			return
@@ -178,7 +201,7 @@ func (a *adopter) rollout(ctx context.Context, c candidate, rep *StoreReport) {
 		return
 	}
 	rep.Outcome = Adopted
-	a.observe(c.name, rep, base)
+	a.observe(c, rep, base)
 }
 
 // blocking says why a MemWAL cannot be retired after merging its generations (""
@@ -221,14 +244,14 @@ type mergeResult struct {
 // vectors), base rows of the same keys are hidden, the table config takes the new
 // incarnation and the table metadata the Marker. The commit is conditional on the
 // marker and incarnation it read, so two adopters never both merge.
-func (a *adopter) mergeAndMark(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *memWAL, old *Marker) (*lance.Dataset, *Marker, mergeResult, error) {
+func (a *adopter) mergeAndMark(ctx context.Context, st objstore.Store, base *lance.Dataset, mw *memWAL, old *Marker, k storekind.Kind) (*lance.Dataset, *Marker, mergeResult, error) {
 	var res mergeResult
 	found := base.Version()
-	units, base, err := openUnits(ctx, st, base, mw)
+	units, base, err := openUnits(ctx, st, base, mw, k.Name == KindRollout)
 	if err != nil {
 		return nil, nil, res, err
 	}
-	if err := readUnitKeys(ctx, units, rollout.KeyColumn); err != nil {
+	if err := readUnitKeys(ctx, units, k.KeyColumn); err != nil {
 		return nil, nil, res, err
 	}
 	winners, dups, deleted := dedup(units)
@@ -274,7 +297,7 @@ func (a *adopter) mergeAndMark(ctx context.Context, st objstore.Store, base *lan
 		return nil, nil, res, err
 	}
 	for attempt := 1; ; attempt++ {
-		del, err := baseRowsOf(ctx, base, rollout.KeyColumn, winners)
+		del, err := baseRowsOf(ctx, base, k.KeyColumn, winners)
 		if err != nil {
 			unplace(st, files)
 			return nil, nil, res, fmt.Errorf("find the base rows the generations replace: %w", err)
@@ -345,11 +368,15 @@ func (a *adopter) retire(ctx context.Context, st objstore.Store, planned *memWAL
 	return objstore.DeleteAll(ctx, st, keys, 0)
 }
 
-// observe records what the master's stats should start from for an adopted store:
-// ds, the version this run found or committed.
-func (a *adopter) observe(name string, rep *StoreReport, ds *lance.Dataset) {
+// observe records what the master's stats should start from for an adopted rollout
+// store (the reference's stats table has rollout stores only; the master's scans find
+// the other kinds): ds, the version this run found or committed.
+func (a *adopter) observe(c candidate, rep *StoreReport, ds *lance.Dataset) {
 	rep.RowsAfter, rep.VersionAfter = ds.CountRows(), ds.Version()
+	if c.kind != KindRollout {
+		return
+	}
 	now := a.now().UnixMilli()
-	a.recordStats(master.ExperimentStats{Name: name, RowCount: ds.CountRows(), FragmentCount: int64(len(ds.Fragments())),
+	a.recordStats(master.ExperimentStats{Name: c.name, RowCount: ds.CountRows(), FragmentCount: int64(len(ds.Fragments())),
 		LastUpdated: ds.Timestamp().UnixMilli(), LastCompaction: master.NoCompaction, ScannedAt: now, Version: int64(ds.Version())})
 }

@@ -45,6 +45,8 @@ var sectionCode = map[string][]string{
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#sql"},
 	"master": {"master", "coord", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/master.go", "bench/cmds.go",
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#master"},
+	"kinds": {"worker", "wal", "lance", "objstore", "rollout", "generic", "datagen", "storekind", "registry", "api", "bench/kinds_bench",
+		"tests/interop/bench-worker-peer.mjs", "go.mod", "bench/run.sh#kinds"},
 }
 
 // codeRef is what a section records about the code it measured.

@@ -102,6 +102,8 @@ type Meta struct {
 	MasterNotes []string `json:"master_notes"`
 	// Format21Notes describe the format21 section (issue 11).
 	Format21Notes []string `json:"format21_notes"`
+	// KindsNotes describe the kinds section (issue 12).
+	KindsNotes []string `json:"kinds_notes"`
 	// SQLNotes describe the sql section (issue 14).
 	SQLNotes []string `json:"sql_notes"`
 	// Durations is the wall time of each section of the run.

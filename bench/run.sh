@@ -38,7 +38,7 @@
 #                DuckDB over a Parquet export                                (~2 min, fixture reused)
 #
 #   --only LIST     run only these sections (comma-separated, e.g. --only worker,master)
-#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-sql: skip one
+#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-kinds, --no-sql: skip one
 #   --maintenance-only    same as --only maintenance
 #   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
 #                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
@@ -82,7 +82,7 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 export LANCEDB_LOG=error
 
-ALL_SECTIONS="storage format21 maintenance coord worker master sql"
+ALL_SECTIONS="storage format21 maintenance coord worker master kinds sql"
 ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
 COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000 ADOPT_STORES=1000
@@ -95,7 +95,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) ONLY=${2//,/ }; shift 2 ;;
     --only=*) ONLY=${1#--only=}; ONLY=${ONLY//,/ }; shift ;;
-    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-sql) SKIP="$SKIP ${1#--no-}"; shift ;;
+    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-kinds|--no-sql) SKIP="$SKIP ${1#--no-}"; shift ;;
     --maintenance-only) ONLY=maintenance; shift ;;
     --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
@@ -232,6 +232,7 @@ record() {
     elif .bench == "worker-merge" then "\(.generations) generations of \(.rows_per_generation) rows merged in \(.merge_s*1000|floor) ms, RSS +\(.rss_growth_mib*10|floor/10) MiB"
     elif .bench == "worker-idle" then "\(.requests_per_s) requests/s over \(.seconds|floor) s after \(.idle_wait_s|floor) s idle, \(.stores_resident) stores resident (\(.idle_wait_requests) requests during the wait, setup \(.setup_s|floor) s)"
     elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
+    elif ($b | startswith("kinds-")) and .mode then "\(.kind) \(.mode): " + (if .read_median_ms then "median read \(.read_median_ms) ms over \(.events) events" else "\(.per_s|floor)/s, p99 \(.latency.p99_ms) ms" end)
     elif .cmd == "sql-query" then "median \(.median_seconds*1000|floor) ms over \(.rows) rows (DuckDB over Parquet \(.duckdb_parquet_median_seconds*1000|floor) ms), same answer: \(.same_answer)"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
@@ -568,6 +569,35 @@ record master-tests 1 gob test-figures --in "$RUN/master-tests.json"
 section_end master
 fi # master
 
+if runs kinds; then
+section_start kinds
+# 13. Generic and datagen stores (issue 12): bench/kinds_bench, one fresh worker process
+# per measurement on a file:// data directory under $RUN.
+KB=$OUT/kinds_bench
+go build -o "$KB" ./bench/kinds_bench
+kbench() { "$KB" "$@"; }
+for rep in $(seq 1 "$REPS"); do
+  log "kinds: rollout and generic appends of the same rows, repetition $rep/$REPS (${INGEST_SECONDS}s each)"
+  rm -rf "$RUN/kb" && mkdir -p "$RUN/kb" && sync
+  alternate kinds-append "$rep" kbench -mode append -kind rollout -duration "${INGEST_SECONDS}s" -dir "$PWD/$RUN/kb/rollout" -- \
+    kbench -mode append -kind generic -duration "${INGEST_SECONDS}s" -dir "$PWD/$RUN/kb/generic"
+  rm -rf "$RUN/kpeer" && mkdir -p "$RUN/kpeer" && sync
+  record kinds-lancedb-add "$rep" wpeer --uri "$RUN/kpeer/add.lance" --duration "$INGEST_SECONDS"
+  log "kinds: datagen, 16 writers of 50-event batches, repetition $rep/$REPS"
+  rm -rf "$RUN/kb" && sync
+  record kinds-datagen "$rep" kbench -mode datagen -duration "${INGEST_SECONDS}s" -dir "$PWD/$RUN/kb/datagen"
+  log "kinds: fold one item of 10,000 events, repetition $rep/$REPS"
+  rm -rf "$RUN/kb" && sync
+  record kinds-fold "$rep" kbench -mode fold -events 10000 -dir "$PWD/$RUN/kb/fold"
+done
+# The overview store (1M events) takes about a minute to fill: once.
+log "kinds: overview of 1,000,000 events"
+rm -rf "$RUN/kb" && sync
+record kinds-overview 1 kbench -mode overview -events 1000000 -dir "$PWD/$RUN/kb/overview"
+rm -rf "$RUN/kb" "$RUN/kpeer"
+section_end kinds
+fi # kinds
+
 if runs sql; then
 section_start sql
 # 14. SQL over an experiment (issue 14): one rollout experiment of SQL_ROWS rows, a tenth
@@ -655,6 +685,14 @@ jq -n \
       "Cold start (row 3; `lancebench master-coldstart`): a fresh process and a fresh embedded etcd; master.New with default (production) settings on a hard-linked copy of the cold-start fixture; the time runs from master.New to the first answered GET /api/v1/experiments?limit=10 that lists every experiment at the latest stats version; then one reader lists for 3 s while the new leader'"'"'s first scan round and stats maintenance run. The page cache holds the fixture (it was read before). Peer figure: both sides open the latest version of that _stats (`lancebench open` against bench-peer.mjs open --mode fresh, median of up to 10 opens per process).",
       "Incident (rows 4): `go test -count=1 -json -run ^TestIncidentSixMastersOverAStatsBacklog$ ./master/` (master/incident_test.go: 6 masters in one process over an embedded etcd, a _stats backlog of 68,000 versions, a store with 20 ms latency whose bulk delete fails part-way, a stats-writer lock wedged by another process at start, a leader restart, a master whose _stats reads hang); the report takes its verdict and the figures it logs.",
       "\($reps_s) repetitions of the listing and the cold start, medians reported. Sizes: \($sizes)."
+    ],
+    kinds_notes: [
+      "Appends (rows 1; `kinds_bench -mode append`): a fresh process per side runs worker.Server with its default settings (group commit, seals at 8 MiB or 2 s, merges after 32 generations) on a file:// data directory (every WAL entry fsynced before the ack) behind a loopback HTTP server, with 16 client goroutines in the same process posting 10-row batches back to back; 1 s warm-up, then \($ingest) s measured. Rollout: POST /api/v1/rollouts/bench/records of rows of ~1 KiB JSON (id, rollout_id, sequence_order, role, content, reward, policy_version; problem_id, created_at and content_type take their defaults). Generic: POST /api/v1/generic/bench/rows to a store declaring exactly those ten columns with the rollout types, the three defaulted values written out in the JSON (about 90 bytes more per row): both stores keep rows of the same size. Rows/s counts the rows of the appends started and acked inside the window. The two kinds alternate which runs first.",
+      "LanceDB (rows 1): tests/interop/bench-worker-peer.mjs, LanceDB table.add of 10-row batches of the same ~1 KiB rows from 16 concurrent async clients, \($ingest) s after 1 s warm-up (no fsync, every add a commit): the peer of an append of rows; it has no generic/rollout distinction.",
+      "Datagen appends (rows 2; `-mode datagen`): 16 writers, each POSTing 50-event batches (an ITEM_CREATED, then FIELD_APPENDs with int values; a new item every 10 batches) to /api/v1/datagen/bench/events; a 201 means durable and sealed (visible to every reader). Same window as the appends.",
+      "Fold (row 3; `-mode fold`): one item of 10,000 events appended in 500-event batches, then 20 GET /api/v1/datagen/bench/items/big back to back; the figure is the median read.",
+      "Overview (row 4; `-mode overview`): 1,000,000 events (20,000 items of 50 events) appended by 16 writers in 500-event batches with the default merge settings, then 5 GET /api/v1/datagen/bench/overview; median read. Run once (filling the store takes about a minute).",
+      "\($reps_s) repetitions of rows 1-3, medians reported. No LanceDB peer for datagen: folding and the overview are lancectx reads of its own event semantics. The machine is shared (2 cores, other agents building and testing): the load average of each run is in the raw figures."
     ],
     sql_notes: [
       "Query (row 1; `lancebench sql-query`, bench/sql.go): one rollout experiment of \($sqlrows) rows (rollouts of 100 steps), a tenth of them in sealed WAL generations of 10,000 rows written through a wal.Shard as a worker seals them, the rest in the Lance base table (2.1); built once under bench/out/ and served from a hard-linked copy by a real master (master.New, embedded etcd, every loop off) behind a loopback HTTP server in the same process. The statement is issue 14'"'"'s GROUP BY rollout_id with avg(reward), with ORDER BY and LIMIT 100 (a top-level LIMIT lets it scan past 200,000 rows). Timed end to end at the client (POST, JSON answer decoded); one warm-up query, then 5 timed ones per repetition; medians.",

@@ -76,13 +76,14 @@ func sections() []section {
 	return []section{
 		{name: "storage", issue: "2", title: "Storage layer vs LanceDB (issue 2)",
 			owns: func(r Result) bool {
-				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isSQL(r)
+				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isKinds(r) && !isSQL(r)
 			}, render: renderStorage},
 		{name: "format21", issue: "11", title: "Lance 2.1 and adoption vs LanceDB (issue 11)", owns: isFormat21, render: format21Report},
 		{name: "maintenance", issue: "3", title: "Maintenance (issue 3)", owns: isMaint, render: maintReport},
 		{name: "coord", issue: "4", title: "Coordination on etcd (issue 4)", owns: isCoord, render: coordReport},
 		{name: "worker", issue: "5", title: "Worker data plane (issue 5)", owns: isWorker, render: workerReport},
 		{name: "master", issue: "6", title: "Master control plane (issue 6)", owns: isMaster, render: masterReport},
+		{name: "kinds", issue: "12", title: "Generic and datagen stores (issue 12)", owns: isKinds, render: kindsReport},
 		{name: "sql", issue: "14", title: "SQL over an experiment (issue 14)", owns: isSQL, render: sqlReport},
 	}
 }
@@ -155,6 +156,12 @@ var catalogue = []target{
 	{"11.5", "scan reward, id of a LanceDB-written 2.1 table: speed ratio", ">= 1.0"},
 	{"11.6", "lancectx adopt of 1,000 stores x 10 pending generations (local disk)", "<= 60 s"},
 	{"11.7", "adopt memory flat in the store count: peak RSS at 1,000 stores / at 100", "<= 1.25x"},
+	{"12.1", "generic appends: acked rows/s against rollout appends of rows of the same size", ">= 0.90 (within 10%)"},
+	{"12.2", "same: p99 ack latency, generic against rollout", "<= 1.10 (within 10%)"},
+	{"12.3", "datagen: 16 writers appending 50-event batches with read-your-writes: acked events/s", ">= 20,000 events/s"},
+	{"12.4", "same: p99 ack latency", "<= 50 ms"},
+	{"12.5", "datagen: fold one item of 10,000 events", "<= 50 ms"},
+	{"12.6", "datagen: overview over 1,000,000 events", "<= 1 s"},
 	{"14.1", "GROUP BY rollout_id with avg(reward) over 1M rows (base + WAL) through the query route", "<= 1 s"},
 	{"14.2", "same statement, DuckDB over a Parquet export: the query route's time / DuckDB's", "info (the physical reference)"},
 }

@@ -1,6 +1,8 @@
 package datagen
 
 import (
+	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
@@ -95,16 +97,29 @@ func ReadColumns() []string {
 
 // SameSchema reports whether sch is the datagen log schema (names, types and
 // nullability, in order).
-func SameSchema(sch *arrow.Schema) bool {
+func SameSchema(sch *arrow.Schema) bool { return SchemaDiff(sch) == "" }
+
+// SchemaDiff names the first difference between sch and the datagen log schema ("" when
+// there is none): a table adopted from elsewhere is refused with it.
+func SchemaDiff(sch *arrow.Schema) string {
 	want := Schema()
-	if sch.NumFields() != want.NumFields() {
-		return false
-	}
-	for i, f := range want.Fields() {
-		g := sch.Field(i)
-		if g.Name != f.Name || g.Nullable != f.Nullable || !arrow.TypeEqual(g.Type, f.Type) {
-			return false
+	for i := range max(sch.NumFields(), want.NumFields()) {
+		switch {
+		case i >= sch.NumFields():
+			return fmt.Sprintf("the table has %d columns, the schema %d: it lacks column %d %q (%s)", sch.NumFields(), want.NumFields(),
+				i, want.Field(i).Name, want.Field(i).Type)
+		case i >= want.NumFields():
+			return fmt.Sprintf("the table has an extra column %d %q (%s)", i, sch.Field(i).Name, sch.Field(i).Type)
+		}
+		f, g := want.Field(i), sch.Field(i)
+		switch {
+		case g.Name != f.Name:
+			return fmt.Sprintf("column %d is %q, the schema's is %q", i, g.Name, f.Name)
+		case !arrow.TypeEqual(g.Type, f.Type):
+			return fmt.Sprintf("column %q is %s, the schema's is %s", f.Name, g.Type, f.Type)
+		case g.Nullable != f.Nullable:
+			return fmt.Sprintf("column %q is nullable=%t, the schema's is nullable=%t", f.Name, g.Nullable, f.Nullable)
 		}
 	}
-	return true
+	return ""
 }

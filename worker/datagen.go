@@ -36,6 +36,8 @@ type dgState struct {
 	ids   map[string]*dgRes // event_id -> reservation
 	seqs  map[dgSeq]string  // (item_id, item_seq) -> event_id
 	scope string            // key-cache scope of the base's item_id index
+	// bases is what checks learnt of the base table's items (datagen_seqs.go).
+	bases *seqCache
 }
 
 type dgSeq struct {
@@ -52,7 +54,8 @@ func openDatagen(h *handle, ds *lance.Dataset) error {
 	if !datagen.SameSchema(ds.Schema().Arrow()) {
 		return fmt.Errorf("%w: not the datagen event schema", errSchema)
 	}
-	h.dg = &dgState{ids: map[string]*dgRes{}, seqs: map[dgSeq]string{}, scope: fmt.Sprintf("datagen items %s %p", h.name, h)}
+	h.dg = &dgState{ids: map[string]*dgRes{}, seqs: map[dgSeq]string{}, scope: fmt.Sprintf("datagen items %s %p", h.name, h),
+		bases: newSeqCache()}
 	return nil
 }
 
@@ -112,8 +115,8 @@ func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") 
 
 // checkStored refuses events that conflict with what the snapshot holds: the same
 // event_id with other content (a key lookup per event), or another event_id at one
-// of their (item_id, item_seq) (per item: a key lookup of item_id in the base, and a
-// scan of the item's rows, of the base only when the base has the item).
+// of their (item_id, item_seq) (per item: checkBaseSeqs for the base table, and a
+// scan of the item's rows in the pending generations and the memtable).
 func (s *Server) checkStored(ctx context.Context, h *handle, sn *wal.Snapshot, evs []api.DatagenEvent) error {
 	cols := datagen.Schema().Fields()
 	all := make([]string, len(cols))
@@ -152,45 +155,48 @@ func (s *Server) checkStored(ctx context.Context, h *handle, sn *wal.Snapshot, e
 		byItem[evs[i].ItemID] = append(byItem[evs[i].ItemID], i)
 	}
 	for item, idx := range byItem {
-		inBase := true
-		if s.keyCache != nil {
-			rec, ok, err := sn.Base().LookupKey(ctx, s.keyCache, h.dg.scope, datagen.ColItemID, item, []string{datagen.ColItemID})
-			if err != nil {
-				return err
-			}
-			if ok {
-				rec.Release()
-			}
-			inBase = ok
-		}
-		seqs := make([]string, len(idx))
+		seqs := make([]int64, len(idx))
 		want := make(map[int64]int, len(idx))
 		for j, i := range idx {
-			seqs[j] = strconv.FormatInt(evs[i].ItemSeq, 10)
+			seqs[j] = evs[i].ItemSeq
 			want[evs[i].ItemSeq] = i
 		}
-		rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColEventID, datagen.ColItemSeq}, SkipBase: !inBase,
+		conflict := func(rows *datagen.Rows) error {
+			for r := 0; r < rows.Len(); r++ {
+				i, ok := want[rows.Int64(datagen.ColItemSeq, r)]
+				if !ok {
+					continue
+				}
+				if id := rows.String(datagen.ColEventID, r); id != evs[i].EventID {
+					return api.InvalidRequest("events[%d]: item %s already has event %s at item_seq %d",
+						i, api.QuoteTrunc(item, 100), api.QuoteTrunc(id, 100), evs[i].ItemSeq)
+				}
+			}
+			return nil
+		}
+		if err := s.checkBaseSeqs(ctx, h, sn.Base(), item, seqs, conflict); err != nil {
+			return err
+		}
+		// The pending generations and the memtable: the scan skips, unread, the
+		// generations without the item.
+		strs := make([]string, len(seqs))
+		for j, q := range seqs {
+			strs[j] = strconv.FormatInt(q, 10)
+		}
+		rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColEventID, datagen.ColItemSeq}, SkipBase: true,
 			Match:  &wal.Match{Column: datagen.ColItemID, Value: item},
-			Filter: fmt.Sprintf("%s IN (%s)", datagen.ColItemSeq, strings.Join(seqs, ","))})
+			Filter: fmt.Sprintf("%s IN (%s)", datagen.ColItemSeq, strings.Join(strs, ","))})
 		if err != nil {
 			return err
 		}
-		var conflict error
-		for conflict == nil && rdr.Next() {
-			rows := datagen.NewRows(rdr.RecordBatch())
-			for r := 0; r < rows.Len(); r++ {
-				i := want[rows.Int64(datagen.ColItemSeq, r)]
-				if id := rows.String(datagen.ColEventID, r); id != evs[i].EventID {
-					conflict = api.InvalidRequest("events[%d]: item %s already has event %s at item_seq %d",
-						i, api.QuoteTrunc(item, 100), api.QuoteTrunc(id, 100), evs[i].ItemSeq)
-					break
-				}
-			}
+		var cerr error
+		for cerr == nil && rdr.Next() {
+			cerr = conflict(datagen.NewRows(rdr.RecordBatch()))
 		}
 		err = rdr.Err()
 		rdr.Release()
-		if conflict != nil {
-			return conflict
+		if cerr != nil {
+			return cerr
 		}
 		if err != nil {
 			return err

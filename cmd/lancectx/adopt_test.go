@@ -54,14 +54,14 @@ func TestAdoptCommand(t *testing.T) {
 		outcomes[r.Kind+"/"+r.Name] = r.Outcome
 	}
 	want := map[string]string{"rollout/exp-000": "adopted", "rollout/exp-001": "adopted", "rollout/legacy": "adopted",
-		"generic/g0": "not adopted", "datagen/d0": "not adopted"}
+		"generic/g0": "adopted", "datagen/d0": "not adopted"} // d0's four columns are not the datagen event schema
 	for k, v := range want {
 		if outcomes[k] != v {
 			t.Errorf("%s: %q, want %q (output %s)", k, outcomes[k], v, out)
 		}
 	}
 	var sum struct{ Found, Adopted, Failed int }
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil || sum.Found != 5 || sum.Adopted != 3 || sum.Failed != 0 {
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil || sum.Found != 5 || sum.Adopted != 4 || sum.Failed != 0 {
 		t.Errorf("summary %q (%v)", lines[len(lines)-1], err)
 	}
 
@@ -69,12 +69,12 @@ func TestAdoptCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second adopt: %v\n%s", err, out)
 	}
-	for _, name := range []string{"exp-000", "exp-001", "legacy"} {
+	for _, name := range []string{"exp-000", "exp-001", "legacy", "g0"} {
 		if !strings.Contains(out, name) || !containsLine(out, name, "already registered") {
 			t.Errorf("second run, %s: not reported as already registered:\n%s", name, out)
 		}
 	}
-	if !strings.Contains(out, "found 5 stores: 0 adopted, 3 already registered, 2 not adopted, 0 failed") {
+	if !strings.Contains(out, "found 5 stores: 0 adopted, 4 already registered, 1 not adopted, 0 failed") {
 		t.Errorf("second run summary:\n%s", out)
 	}
 }
