@@ -33,6 +33,8 @@
 #   master       issue 6: GET /api/v1/experiments over 10,000 experiments (idle and during
 #                _stats maintenance), cold start over 170,000 _stats versions, the
 #                incident test                                               (~5 min, fixtures reused)
+#   kinds        issue 12: generic vs rollout appends, datagen appends with read-your-writes,
+#                folding one 10,000-event item, the overview of 1,000,000 events (~6 min)
 #   sql          issue 14: GROUP BY rollout_id, avg(reward) over 1,000,000 rows (base + WAL)
 #                through POST /api/v1/experiments/{name}/query, and the same statement in
 #                DuckDB over a Parquet export                                (~2 min, fixture reused)
