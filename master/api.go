@@ -20,6 +20,7 @@ import (
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
 	"github.com/lancectx/lancectx/storekind"
+	"github.com/lancectx/lancectx/ui"
 )
 
 // canonicalDataURI is the base of every experiment's uri: the data directory in the
@@ -137,13 +138,14 @@ func (m *Master) Mount(mux *http.ServeMux) {
 }
 
 // Handler is the master's whole HTTP API: the admin routes, /api/v1/health and
-// /metrics, with JSON 404 and 405 answers.
+// /metrics, with JSON 404 and 405 answers, and the web UI (package ui) at /.
 func (m *Master) Handler() http.Handler {
 	mux := http.NewServeMux()
 	m.Mount(mux)
 	mux.Handle("GET /api/v1/health", m.instrument("GET /api/v1/health", m.handleHealth))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gather, promhttp.HandlerOpts{}))
 	methodNotAllowed(mux, []route{{pattern: "GET /api/v1/health"}, {pattern: "GET /metrics"}})
+	ui.Mount(mux) // the web UI: the page at /, its assets under /ui/
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.Path
 		if len(path) > 200 {
