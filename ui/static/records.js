@@ -73,7 +73,7 @@ export async function render(view, args, query, current) {
   form.querySelector("#records-next").disabled = !r.has_more;
   form.querySelector("#records-next").addEventListener("click", () => go({ page: page + 1 }));
   const keys = [...new Set([...DEFAULT_COLUMNS, ...r.records.flatMap((x) => Object.keys(x))])];
-  colBox.append(h("span", { class: "muted" }, "columns:"), keys.map((k) => {
+  colBox.append(h("span", { class: "muted" }, "columns:"), ...keys.map((k) => {
     const box = h("input", { type: "checkbox", checked: cols.includes(k), "data-column": k, onchange: () => {
       cols = box.checked ? [...cols, k] : cols.filter((c) => c !== k);
       localStorage.setItem(COLS_KEY, JSON.stringify(cols));
@@ -102,10 +102,11 @@ export async function render(view, args, query, current) {
       h("button", { onclick: () => go({ rollout: "" }) }, "Close"), trajectory(steps));
   } else if (selected) {
     let rec;
-    try { rec = await get(`${base}/records/${encodeURIComponent(selected)}` + q({ kind })); } catch (err) { showError(err.message); return; }
+    try { rec = (await get(`${base}/records/${encodeURIComponent(selected)}` + q({ kind }))).record; } catch (err) { showError(err.message); return; }
     if (!current()) return;
     side.append(h("h2", {}, "Record " + rec.id),
       h("div", { class: "toolbar" }, h("button", { id: "show-trajectory", onclick: () => go({ rollout: rec.rollout_id, record: "" }) }, `Trajectory of rollout ${rec.rollout_id}`)),
-      h("pre", { id: "record-json" }, JSON.stringify(rec, null, 2)), await blobPanel(base, rec.id));
+      h("pre", { id: "record-json" }, JSON.stringify(rec, null, 2)),
+      rec.payload_size > 0 ? await blobPanel(base, rec.id) : h("p", { class: "muted", id: "blob-preview" }, "No blob."));
   }
 }
