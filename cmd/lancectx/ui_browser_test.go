@@ -21,6 +21,9 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
+
+	"github.com/lancectx/lancectx/master"
+	"github.com/lancectx/lancectx/objstore"
 )
 
 // The browser tests drive the web UI (package ui) in headless Chromium against a
@@ -187,7 +190,7 @@ func (b *uiBrowser) waitTrue(what, expr string) {
 func (b *uiBrowser) eval(expr string, out any) {
 	b.t.Helper()
 	b.run("evaluate "+expr, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		v, err := chromedp.Evaluate[json.RawMessage]("JSON.stringify(" + expr + ")")(ctx, t)
+		v, err := chromedp.Evaluate[json.RawMessage]("JSON.stringify("+expr+")")(ctx, t)
 		if err != nil {
 			return err
 		}
@@ -202,7 +205,7 @@ func (b *uiBrowser) eval(expr string, out any) {
 // js runs statements in the page.
 func js(stmts string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Evaluate[bool]("(() => { " + stmts + "; return true })()")(ctx, t)
+		_, err := chromedp.Evaluate[bool]("(() => { "+stmts+"; return true })()")(ctx, t)
 		return err
 	})
 }
@@ -559,7 +562,7 @@ func TestWebUIWithTokens(t *testing.T) {
 	b.allowNet = nil // from here on, any refused request is an error
 	b.mu.Unlock()
 	b.run("enter the token", js(`document.body.dataset.ready = ""`), chromedp.SendKeys(css("#token"), tok),
-		chromedp.Submit(css("#token-form")))
+		chromedp.Click(css("#token-form button")))
 	b.ready("experiments")
 	if n := b.count(`#experiments tr[data-name="ui-exp"]`); n != 1 {
 		t.Fatalf("with the token: %d ui-exp rows", n)
@@ -580,4 +583,75 @@ func TestWebUIWithTokens(t *testing.T) {
 	b.run("a wrong token", js(`localStorage.setItem("lancectx.token", "wrong-token-0123456789"); document.body.dataset.ready = ""; location.hash = "#/tasks"`))
 	b.waitTrue("the refusal", `document.body.dataset.ready === "tasks" && document.getElementById("error").textContent.includes("(401)")`)
 	b.clean("the end")
+}
+
+// seedStats10k writes a _stats table of n experiments into the data directory, as a
+// master's scans would have: the list the experiments page loads.
+func seedStats10k(t testing.TB, dataDir string, n int) {
+	t.Helper()
+	st, err := objstore.NewFile(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	rows := make([]master.ExperimentStats, n)
+	for i := range rows {
+		name := fmt.Sprintf("exp-%05d", i)
+		rows[i] = master.ExperimentStats{Name: name, Kind: "rollout", URI: objstore.DatasetURI("file://"+dataDir, name+".rollout.lance"),
+			RowCount: int64(i * 37 % 100000), FragmentCount: int64(i%64 + 1), LastUpdated: now - int64(i)*1000,
+			PendingWALGenerations: int64(i % 300), LastCompaction: master.NoCompaction, ScannedAt: now, Version: int64(i%50 + 1)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*uiStepTimeout)
+	defer cancel()
+	if _, err := master.NewStatsStore(objstore.Prefixed(st, master.StatsDataset)).WriteRound(ctx, rows, false); err != nil {
+		t.Fatalf("seed %d stats rows: %v", n, err)
+	}
+}
+
+// TestWebUIFirstPaint10k loads the experiments page of a master whose stats hold
+// 10,000 experiments and reports how long the browser took to paint it and to render
+// the list (also sorted by rows over all 10,000). The figures are logged, not
+// asserted: how fast is measured, not tested.
+func TestWebUIFirstPaint10k(t *testing.T) {
+	chromiumPath(t)
+	const n = 10000
+	dataDir := t.TempDir()
+	seedStats10k(t, dataDir, n)
+	// No scan: the seeded rows are the whole list (none of them has a dataset).
+	p := startServe(t, dataDir, "--stats-scan-interval-secs", "0", "--task-concurrency", "0")
+	done := make(chan error)
+	go func() { <-p.exited; done <- nil }()
+	if _, err := waitServing(t, p.url, done); err != nil {
+		t.Fatalf("%v\n%s", err, p.log)
+	}
+	b := newUIBrowser(t, p.url)
+	measure := func(what, url string) {
+		b.run("open "+url, chromedp.Navigate(url))
+		b.ready("experiments")
+		if got := b.text("#list-info"); !strings.Contains(got, "of 10,000") {
+			t.Fatalf("%s: the page says %q, want the 10,000 experiments counted", what, got)
+		}
+		if rows := b.count("#experiments tr[data-name]"); rows != 50 {
+			t.Fatalf("%s: %d rows on the first page, want 50", what, rows)
+		}
+		var m struct {
+			FCP, Rendered, Fetch float64
+		}
+		b.eval(`({FCP: (performance.getEntriesByName("first-contentful-paint")[0] || {startTime: -1}).startTime,
+			Rendered: performance.getEntriesByName("lancectx:experiments-rendered")[0].startTime,
+			Fetch: (performance.getEntriesByType("resource").find(e => e.name.includes("/api/v1/experiments?")) || {duration: -1}).duration})`, &m)
+		t.Logf("%s (%d experiments): first contentful paint %.0f ms, list rendered %.0f ms after navigation start (its API call %.0f ms)",
+			what, n, m.FCP, m.Rendered, m.Fetch)
+	}
+	measure("experiments page", p.url+"/")
+	measure("sorted by rows, descending", p.url+"/?sorted#/experiments?sort=-row_count")
+	var most int64
+	for i := 0; i < n; i++ {
+		most = max(most, int64(i*37%100000))
+	}
+	if first := strings.ReplaceAll(b.text(`#experiments tbody tr:first-child td:nth-child(4)`), ",", ""); first != fmt.Sprint(most) {
+		t.Errorf("largest row count first: %q, want %d", first, most)
+	}
+	b.shot("experiments-10k")
+	b.clean("10k")
 }
