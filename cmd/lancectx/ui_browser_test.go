@@ -221,6 +221,17 @@ func (b *uiBrowser) ready(page string) {
 	if banner != "" {
 		b.t.Fatalf("page %s shows an error: %s", page, banner)
 	}
+	// A value the page failed to format shows as null, undefined or [object ...]
+	// (outside the raw JSON of a record).
+	var junk string
+	b.eval(`(() => { const w = document.createTreeWalker(document.getElementById("main"), NodeFilter.SHOW_TEXT);
+		for (let n = w.nextNode(); n; n = w.nextNode()) {
+			if (!n.parentElement.closest("pre") && /^\s*(null|undefined|NaN)\s*$|\[object /.test(n.data)) return n.parentElement.outerHTML.slice(0, 200);
+		}
+		return "" })()`, &junk)
+	if junk != "" {
+		b.t.Fatalf("page %s shows an unformatted value: %q", page, junk)
+	}
 	b.clean("page " + page)
 }
 

@@ -20,13 +20,25 @@ export function showError(msg) {
   banner.hidden = !msg;
 }
 
-/** confirmAction asks in a modal dialog and resolves true on Confirm. */
+/** confirmAction asks in a modal dialog and resolves true on Confirm, false on Cancel
+ * or Escape. It listens to the buttons, not to the dialog's close event: a close still
+ * queued from the previous question must not answer this one. */
 export function confirmAction(text) {
   const dlg = document.getElementById("confirm");
+  if (dlg.open) return Promise.resolve(false); // one question at a time
   document.getElementById("confirm-text").textContent = text;
+  const yes = document.getElementById("confirm-yes"), no = document.getElementById("confirm-no");
   return new Promise((resolve) => {
-    dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
-    dlg.returnValue = "";
+    const done = (answer) => {
+      yes.removeEventListener("click", onYes);
+      no.removeEventListener("click", onNo);
+      dlg.removeEventListener("cancel", onNo);
+      resolve(answer);
+    };
+    const onYes = () => done(true), onNo = () => done(false);
+    yes.addEventListener("click", onYes);
+    no.addEventListener("click", onNo);
+    dlg.addEventListener("cancel", onNo);
     dlg.showModal();
   });
 }

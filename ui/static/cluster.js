@@ -40,7 +40,7 @@ export async function render(view, _args, _query, current) {
       card("failures (all masters)", fmtInt(m.failures_total)),
       card("last success", fmtTime(m.last_success_at) + (m.last_success_version ? ` (v${m.last_success_version})` : "")),
       card("measured at version", fmtInt(m.measured_at_version))),
-    m.last_error ? h("pre", { id: "maintenance-error", class: "state-failed" }, "last error: " + m.last_error) : null,
+    m.last_error ? h("pre", { id: "maintenance-error", class: "state-failed" }, "last error: " + m.last_error) : "",
     h("h2", {}, "_stats metrics of this master"),
     h("table", { id: "stats-metrics" }, h("tbody", {}, STATS_METRICS.map((n) => h("tr", {}, h("td", {}, n), h("td", { class: "num" }, mv.has(n) ? fmtInt(mv.get(n)) : "–"))))),
     h("h2", {}, "Loops"),
