@@ -149,6 +149,10 @@ type Task struct {
 	Error string `json:"error,omitempty"`
 	// Detail is the executor's summary of a done task.
 	Detail string `json:"detail,omitempty"`
+	// Cancelled marks a failed task an operator cancelled (POST /api/v1/tasks/{id}/cancel).
+	Cancelled bool `json:"cancelled,omitempty"`
+	// RetryOf is the id of the failed task this one retries (POST /api/v1/tasks/{id}/retry).
+	RetryOf string `json:"retry_of,omitempty"`
 
 	// Chain, in the answer to an optimize request, lists the ids of the chain's tasks
 	// in the order they run (merge_wal, compact, cleanup); the task itself is the last

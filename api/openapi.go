@@ -82,6 +82,10 @@ func MasterRoutes() []Route {
 		{"POST", "/api/v1/tasks"},
 		{"GET", "/api/v1/tasks/{id}"},
 		{"GET", "/api/v1/cluster"},
+		{"POST", "/api/v1/tasks/{id}/cancel"},
+		{"POST", "/api/v1/tasks/{id}/retry"},
+		{"GET", "/api/v1/experiments/{name}/versions"},
+		{"GET", "/api/v1/experiments/{name}/fragments"},
 		{"GET", "/api/v1/health"},
 		{"GET", "/metrics"},
 	}

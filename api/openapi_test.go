@@ -209,6 +209,13 @@ func TestOpenAPISchemasMatchTheGoTypes(t *testing.T) {
 		"StatsInfo":                 reflect.TypeFor[StatsInfo](),
 		"StatsMaintenanceInfo":      reflect.TypeFor[StatsMaintenanceInfo](),
 		"ClusterResponse":           reflect.TypeFor[ClusterResponse](),
+
+		// The routes the web UI needs beyond the reference's.
+		"VersionInfo":                 reflect.TypeFor[VersionInfo](),
+		"ExperimentVersionsResponse":  reflect.TypeFor[ExperimentVersionsResponse](),
+		"FragmentInfo":                reflect.TypeFor[FragmentInfo](),
+		"ExperimentFragmentsResponse": reflect.TypeFor[ExperimentFragmentsResponse](),
+
 		"GenericColumn":             reflect.TypeFor[GenericColumn](),
 		"GenericSchema":             reflect.TypeFor[GenericSchema](),
 		"CreateGenericStoreRequest": reflect.TypeFor[CreateGenericStoreRequest](),

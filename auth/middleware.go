@@ -111,6 +111,7 @@ const (
 	classInternal                   // /api/v1/internal/*: the internal token
 	classProbe                      // /api/v1/health and /metrics: open unless protected
 	classReadPost                   // a public read sent as POST (a batch get's ids are a body): read scope
+	classStatic                     // the web UI's page (/) and assets (/ui/...): open to GET and HEAD
 )
 
 // refusal is a refused request's error and the Bearer challenge parameters.
@@ -124,7 +125,10 @@ func (a *Authenticator) check(r *http.Request) (*refusal, string) {
 	escaped := r.URL.EscapedPath()
 	canonical := cleanPath(escaped) == escaped
 	class := classify(escaped)
-	if !a.Enabled() || (class == classProbe && !a.protectHealth && canonical) {
+	// The web UI's assets hold no data: a browser loads them first, then sends the
+	// token the user enters with every API call the page makes.
+	static := class == classStatic && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+	if !a.Enabled() || (class == classProbe && !a.protectHealth && canonical) || (static && canonical) {
 		return malformed(r, escaped, canonical)
 	}
 	tok, problem := bearerToken(r.Header)
@@ -259,6 +263,8 @@ func classify(escaped string) routeClass {
 	switch {
 	case len(segs) == 1 && segs[0] == "metrics":
 		return classProbe
+	case len(segs) == 1 && segs[0] == "", len(segs) >= 2 && segs[0] == "ui":
+		return classStatic
 	case len(segs) == 3 && segs[0] == "api" && segs[1] == "v1" && segs[2] == "health":
 		return classProbe
 	case len(segs) >= 3 && segs[0] == "api" && segs[1] == "v1" && segs[2] == "internal":

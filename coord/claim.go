@@ -619,7 +619,7 @@ func (cl *Claim) finish(ctx context.Context, state State, detail, errMsg string)
 // earlier call whose answer was lost.
 func (q *Queue) finishedByUs(ctx context.Context, want Task) bool {
 	cur, err := q.GetTask(ctx, want.ID)
-	return err == nil && cur.State == want.State && cur.ClaimedBy == want.ClaimedBy &&
+	return err == nil && !cur.Cancelled && cur.State == want.State && cur.ClaimedBy == want.ClaimedBy &&
 		cur.Attempts == want.Attempts && cur.StartedAt.Equal(want.StartedAt)
 }
 

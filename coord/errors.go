@@ -38,6 +38,11 @@ var (
 	// deadline. The task was (or will be) requeued or failed by someone else; the
 	// executor must not publish its result as if it owned the task.
 	ErrClaimLost = errors.New("coord: task claim lost")
+	// ErrTaskFinished is returned by Cancel for a task that is already done, failed
+	// or skipped: there is nothing left to cancel.
+	ErrTaskFinished = errors.New("coord: task already finished")
+	// ErrNotRetryable is returned by Retry for a task that is not failed.
+	ErrNotRetryable = errors.New("coord: only a failed task can be retried")
 	// ErrConflict is returned when a bounded compare-and-swap retry loop kept losing
 	// races; the caller may retry later.
 	ErrConflict = errors.New("coord: too many concurrent updates")

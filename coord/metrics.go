@@ -46,7 +46,7 @@ type Metrics struct {
 //	lancectx_coord_task_claim_seconds{kind}                 scan + transaction time of a successful claim
 //	lancectx_coord_task_schedule_to_claim_seconds{kind}     time from a task being ready to being claimed
 //	lancectx_coord_task_orphans_recovered_total{kind,reason} lease_lost|deadline
-//	lancectx_coord_task_outcomes_total{kind,outcome}        done|failed|skipped|dependency_failed|abandoned|claim_lost
+//	lancectx_coord_task_outcomes_total{kind,outcome}        done|failed|skipped|dependency_failed|abandoned|claim_lost|cancelled
 //	lancectx_coord_tasks_enqueued_total{kind,result}        created|deduplicated
 //
 // Lock names and task kinds are label values, so keep them a small fixed set: a
@@ -98,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lancectx_coord_task_outcomes_total",
 			Help: "Task endings by kind and outcome: done, failed (executor reported failure), dependency_failed, " +
-				"abandoned (out of attempts after lost claims or deadlines), claim_lost (a completion refused because the claim was gone).",
+				"abandoned (out of attempts after lost claims or deadlines), claim_lost (a completion refused because the claim was gone), cancelled (by Cancel).",
 		}, []string{"kind", "outcome"}),
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lancectx_coord_tasks_enqueued_total",

@@ -57,6 +57,7 @@ func (q *Queue) Enqueue(ctx context.Context, spec TaskSpec) (Task, bool, error) 
 		MaxAttempts: spec.MaxAttempts,
 		Timeout:     spec.Timeout,
 		Payload:     spec.Payload,
+		RetryOf:     spec.RetryOf,
 		CreatedAt:   time.Now().UTC(),
 	}
 	if spec.NotBefore.After(t.CreatedAt) {

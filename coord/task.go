@@ -72,6 +72,11 @@ type Task struct {
 	Error string `json:"error,omitempty"`
 	// Detail is the executor's summary of a done task.
 	Detail string `json:"detail,omitempty"`
+	// Cancelled marks a failed task that an operator cancelled (Cancel) rather than
+	// one whose execution failed: it counted toward no cooldown.
+	Cancelled bool `json:"cancelled,omitempty"`
+	// RetryOf is the id of the failed task this one retries (Retry).
+	RetryOf string `json:"retry_of,omitempty"`
 }
 
 // readyAt is when the task may first be claimed: its queue position.
@@ -102,6 +107,8 @@ type TaskSpec struct {
 	// backoff, kept by the queue rather than by a sleeping process). A failure
 	// cooldown that ends later delays it further.
 	NotBefore time.Time
+	// RetryOf names the failed task this one retries (set by Retry).
+	RetryOf string
 }
 
 const (
@@ -129,6 +136,11 @@ func (s *TaskSpec) validate() error {
 	}
 	for _, d := range s.DependsOn {
 		if err := validID(d); err != nil {
+			return err
+		}
+	}
+	if s.RetryOf != "" {
+		if err := validID(s.RetryOf); err != nil {
 			return err
 		}
 	}

@@ -203,6 +203,10 @@ type VersionInfo struct {
 	// Operation names the transaction that produced the version ("append", "delete", ...).
 	Operation string            `json:"operation,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Rows (live: physical less deleted) and Fragments of the version, read from the
+	// same manifest, so a history of the table's size costs no further reads.
+	Rows      int64 `json:"rows"`
+	Fragments int   `json:"fragments"`
 }
 
 // Versions lists every committed version in ascending order, reading each manifest for
@@ -231,6 +235,10 @@ func (d *Dataset) Versions(ctx context.Context) ([]VersionInfo, error) {
 			out[i] = VersionInfo{
 				Version: r.Version, Timestamp: manifestTime(mf.Manifest), Key: r.Key,
 				Size: int64(len(buf)), Operation: operationName(mf.Transaction),
+				Fragments: len(mf.Manifest.GetFragments()),
+			}
+			for _, f := range mf.Manifest.GetFragments() {
+				out[i].Rows += int64(f.GetPhysicalRows()) - int64(f.GetDeletionFile().GetNumDeletedRows())
 			}
 			return nil
 		})

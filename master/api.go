@@ -20,6 +20,7 @@ import (
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/registry"
 	"github.com/lancectx/lancectx/storekind"
+	"github.com/lancectx/lancectx/ui"
 )
 
 // canonicalDataURI is the base of every experiment's uri: the data directory in the
@@ -53,7 +54,7 @@ func taskOf(t coord.Task) api.Task {
 		Payload: t.Payload, TimeoutSecs: t.Timeout.Seconds(), EnqueuedAt: t.CreatedAt.UnixMilli(),
 		EnqueuedTime: t.CreatedAt.UTC(), StartedTime: utcOrZero(t.StartedAt), FinishedTime: utcOrZero(t.FinishedAt),
 		HeartbeatTime: utcOrZero(t.HeartbeatAt), NotBefore: utcOrZero(t.NotBefore), Deadline: utcOrZero(t.Deadline),
-		ClaimedBy: t.ClaimedBy, Error: t.Error, Detail: t.Detail}
+		ClaimedBy: t.ClaimedBy, Error: t.Error, Detail: t.Detail, Cancelled: t.Cancelled, RetryOf: t.RetryOf}
 	if !t.StartedAt.IsZero() {
 		ms := t.StartedAt.UnixMilli()
 		out.StartedAt = &ms
@@ -119,6 +120,10 @@ func (m *Master) apiRoutes() []route {
 		{"POST /api/v1/tasks", m.handleCreateTask},
 		{"GET /api/v1/tasks/{id}", m.handleGetTask},
 		{"GET /api/v1/cluster", m.handleCluster},
+		{"POST /api/v1/tasks/{id}/cancel", m.handleCancelTask},
+		{"POST /api/v1/tasks/{id}/retry", m.handleRetryTask},
+		{"GET /api/v1/experiments/{name}/versions", m.handleExperimentVersions},
+		{"GET /api/v1/experiments/{name}/fragments", m.handleExperimentFragments},
 	}
 }
 
@@ -133,13 +138,14 @@ func (m *Master) Mount(mux *http.ServeMux) {
 }
 
 // Handler is the master's whole HTTP API: the admin routes, /api/v1/health and
-// /metrics, with JSON 404 and 405 answers.
+// /metrics, with JSON 404 and 405 answers, and the web UI (package ui) at /.
 func (m *Master) Handler() http.Handler {
 	mux := http.NewServeMux()
 	m.Mount(mux)
 	mux.Handle("GET /api/v1/health", m.instrument("GET /api/v1/health", m.handleHealth))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gather, promhttp.HandlerOpts{}))
 	methodNotAllowed(mux, []route{{pattern: "GET /api/v1/health"}, {pattern: "GET /metrics"}})
+	ui.Mount(mux) // the web UI: the page at /, its assets under /ui/
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.Path
 		if len(path) > 200 {
@@ -245,7 +251,7 @@ func queryKind(q url.Values, def string) (string, error) {
 // handleListExperiments serves the snapshot: it never waits for a scan, a writer or
 // maintenance. ?kind= keeps the stores of one kind (default: every kind).
 func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
-	q, err := api.Query(r, "search", "kind", "limit", "offset")
+	q, err := api.Query(r, "search", "kind", "limit", "offset", "sort")
 	if err != nil {
 		m.fail(w, err)
 		return
@@ -270,12 +276,33 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, err)
 		return
 	}
+	sortBy, err := api.QueryString(q, "sort")
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
 	snap := m.stats.Snapshot()
 	stale := m.stale(snap)
 	rows := snap.Rows
+	order, err := experimentOrder(sortBy, rows)
+	if err != nil {
+		m.fail(w, err)
+		return
+	}
 	var page []int
 	total := 0
-	if search != "" || kind != "" {
+	if order != nil {
+		// Sorted: every match is collected, ordered, then paged.
+		var all []int
+		for i, row := range rows {
+			if strings.Contains(row.Name, search) && (kind == "" || row.Kind == kind) {
+				all = append(all, i)
+			}
+		}
+		slices.SortFunc(all, order)
+		total = len(all)
+		page = all[min(int(offset), total):min(int(offset+limit), total)]
+	} else if search != "" || kind != "" {
 		// Substring match, case-sensitive, as the reference's LIKE '%q%'. The page is
 		// collected while counting, so no intermediate slice of every match is built.
 		for i, row := range rows {

@@ -22,6 +22,7 @@ import (
 	"github.com/lancectx/lancectx/master"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/provider"
+	"github.com/lancectx/lancectx/ui"
 	"github.com/lancectx/lancectx/wal"
 	"github.com/lancectx/lancectx/worker"
 )
@@ -197,6 +198,7 @@ func (sf *serveFlags) run(ctx context.Context, store *storeFlags) error {
 	m.Mount(mux)
 	mux.Handle("GET /api/v1/health", combinedHealth(w, m))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ui.Mount(mux) // the web UI: the page at /, its assets under /ui/
 	mux.Handle("/", w.Handler())
 
 	var stopRegister func()
