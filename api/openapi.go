@@ -88,5 +88,6 @@ func MasterRoutes() []Route {
 		{"GET", "/api/v1/experiments/{name}/fragments"},
 		{"GET", "/api/v1/health"},
 		{"GET", "/metrics"},
+		{"GET", "/api/v1/openapi.json"},
 	}
 }

@@ -144,7 +144,8 @@ func (m *Master) Handler() http.Handler {
 	m.Mount(mux)
 	mux.Handle("GET /api/v1/health", m.instrument("GET /api/v1/health", m.handleHealth))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.gather, promhttp.HandlerOpts{}))
-	methodNotAllowed(mux, []route{{pattern: "GET /api/v1/health"}, {pattern: "GET /metrics"}})
+	mux.Handle("GET /api/v1/openapi.json", m.instrument("GET /api/v1/openapi.json", m.handleOpenAPI))
+	methodNotAllowed(mux, []route{{pattern: "GET /api/v1/health"}, {pattern: "GET /metrics"}, {pattern: "GET /api/v1/openapi.json"}})
 	ui.Mount(mux) // the web UI: the page at /, its assets under /ui/
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.Path
@@ -154,6 +155,30 @@ func (m *Master) Handler() http.Handler {
 		api.WriteError(w, api.NotFound("no route for %s %s", r.Method, path))
 	})
 	return mux
+}
+
+// Routes is every route Handler serves (the web UI's pages aside): the admin routes,
+// health, metrics and the OpenAPI document. A test holds it equal to
+// api.MasterRoutes(), which the OpenAPI document is checked against.
+func (m *Master) Routes() []api.Route {
+	var out []api.Route
+	for _, r := range m.apiRoutes() {
+		method, path, _ := strings.Cut(r.pattern, " ")
+		out = append(out, api.Route{Method: method, Path: path})
+	}
+	return append(out, api.Route{Method: "GET", Path: "/api/v1/health"}, api.Route{Method: "GET", Path: "/metrics"},
+		api.Route{Method: "GET", Path: "/api/v1/openapi.json"})
+}
+
+// handleOpenAPI serves the OpenAPI document of every worker and master route, so a
+// master alone (`lancectx master`) describes the API as `serve` and workers do.
+func (m *Master) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
+	if _, err := api.Query(r); err != nil {
+		m.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	_, _ = w.Write(api.OpenAPI())
 }
 
 // methodNotAllowed registers, for every path of routes, a JSON 405 naming the

@@ -2,6 +2,7 @@ package master
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
@@ -268,6 +269,42 @@ func TestWireCopiesKeepTheShapes(t *testing.T) {
 		b, _ := json.Marshal(pair[1])
 		if string(a) != string(b) {
 			t.Errorf("%s: stored %s\n                 wire   %s", name, a, b)
+		}
+	}
+}
+
+// TestRoutesAreTheDocumentedOnes: the routes the master's handler registers are
+// exactly api.MasterRoutes(), which TestOpenAPIListsEveryRouteAndNothingElse holds
+// equal to the OpenAPI document: a route served but not documented, or documented but
+// not served, fails here or there.
+func TestRoutesAreTheDocumentedOnes(t *testing.T) {
+	c := newCluster(t, objstore.NewMem())
+	h := c.start(quietSettings(), nil)
+	key := func(r api.Route) string { return r.Method + " " + r.Path }
+	var served, documented []string
+	for _, r := range h.Routes() {
+		served = append(served, key(r))
+	}
+	for _, r := range api.MasterRoutes() {
+		documented = append(documented, key(r))
+	}
+	slices.Sort(served)
+	slices.Sort(documented)
+	if !slices.Equal(served, documented) {
+		t.Fatalf("served:\n%s\ndocumented (api.MasterRoutes):\n%s", strings.Join(served, "\n"), strings.Join(documented, "\n"))
+	}
+	// And each is served: not the mux's 404 "no route" nor a 405.
+	for _, r := range h.Routes() {
+		path := strings.NewReplacer("{name}", "nope", "{id}", "nope").Replace(r.Path)
+		req, _ := http.NewRequest(r.Method, h.srv.URL+path, strings.NewReader("{}"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 405 || resp.StatusCode == 404 && strings.Contains(string(b), "no route") {
+			t.Errorf("%s %s: %d %s", r.Method, path, resp.StatusCode, b)
 		}
 	}
 }
