@@ -267,6 +267,11 @@ type FleetSimResult struct {
 	StoreRequests       int64            `json:"store_requests"`
 	AliasWritesRefused  int64            `json:"alias_writes_refused"`
 	StatsRows           int              `json:"stats_rows"`
+	// StatsVersions and StatsBytes are the _stats table's versions written during the
+	// run (every scan round, _stats maintenance and post-compaction refresh that
+	// committed) and the bytes its objects hold at the end.
+	StatsVersions int   `json:"stats_versions"`
+	StatsBytes    int64 `json:"stats_bytes"`
 	Leaders             []string         `json:"leaders"`
 	Samples             []FleetSample    `json:"samples"`
 	LoadAvg             string           `json:"load_avg"`
@@ -506,6 +511,16 @@ func FleetSim(ctx context.Context, o FleetSimOptions) (*FleetSimResult, error) {
 	stopAll()
 	res.StoreRequests = totalRequests(slow.Stats())
 	res.AliasWritesRefused = fs.refused.Load()
+	if res.StatsVersions, err = countVersions(ctx, objstore.Prefixed(fs, master.StatsDataset)); err != nil {
+		return nil, err
+	}
+	err = objstore.Walk(ctx, fs, objstore.ListOptions{Prefix: master.StatsDataset + "/"}, func(o objstore.ObjectInfo) error {
+		res.StatsBytes += o.Size
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	res.LoadAvg = loadAvg()
 
 	mu.Lock()

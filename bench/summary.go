@@ -76,7 +76,7 @@ func sections() []section {
 	return []section{
 		{name: "storage", issue: "2", title: "Storage layer vs LanceDB (issue 2)",
 			owns: func(r Result) bool {
-				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isSQL(r)
+				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isSQL(r) && !isFleet(r)
 			}, render: renderStorage},
 		{name: "format21", issue: "11", title: "Lance 2.1 and adoption vs LanceDB (issue 11)", owns: isFormat21, render: format21Report},
 		{name: "maintenance", issue: "3", title: "Maintenance (issue 3)", owns: isMaint, render: maintReport},
@@ -84,6 +84,7 @@ func sections() []section {
 		{name: "worker", issue: "5", title: "Worker data plane (issue 5)", owns: isWorker, render: workerReport},
 		{name: "master", issue: "6", title: "Master control plane (issue 6)", owns: isMaster, render: masterReport},
 		{name: "sql", issue: "14", title: "SQL over an experiment (issue 14)", owns: isSQL, render: sqlReport},
+		{name: "fleet", issue: "15", title: "Fleet scale (issue 15)", owns: isFleet, render: fleetReport},
 	}
 }
 
@@ -157,6 +158,12 @@ var catalogue = []target{
 	{"11.7", "adopt memory flat in the store count: peak RSS at 1,000 stores / at 100", "<= 1.25x"},
 	{"14.1", "GROUP BY rollout_id with avg(reward) over 1M rows (base + WAL) through the query route", "<= 1 s"},
 	{"14.2", "same statement, DuckDB over a Parquet export: the query route's time / DuckDB's", "info (the physical reference)"},
+	{"15.1", "stats scan round over 10,000 experiments on a store with 20 ms per request, default SCAN_CONCURRENCY", "<= 10 s"},
+	{"15.2", "same: _stats versions added per round", "exactly 1"},
+	{"15.3", "fleet simulation (100,000 experiments, 100 workers, 6 masters): loop passes longer than their interval", "none"},
+	{"15.4", "same: task queue depth and oldest age", "info"},
+	{"15.5", "same: etcd request rate", "info"},
+	{"15.6", "same: memory (RSS, Go heap)", "info"},
 }
 
 func sectionOf(id string) string {
