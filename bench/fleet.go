@@ -270,11 +270,17 @@ type FleetSimResult struct {
 	// StatsVersions and StatsBytes are the _stats table's versions written during the
 	// run (every scan round, _stats maintenance and post-compaction refresh that
 	// committed) and the bytes its objects hold at the end.
-	StatsVersions int   `json:"stats_versions"`
-	StatsBytes    int64 `json:"stats_bytes"`
-	Leaders             []string         `json:"leaders"`
-	Samples             []FleetSample    `json:"samples"`
-	LoadAvg             string           `json:"load_avg"`
+	StatsVersions int `json:"stats_versions"`
+	// RefreshPersisted and RefreshDropped count the compactions whose stats refresh
+	// was written to _stats, or not (its commit past STATS_WRITER_WAIT_MS or lost);
+	// CommitConflicts the _stats commits that lost to another writer, all masters.
+	RefreshPersisted int           `json:"refresh_persisted"`
+	RefreshDropped   int           `json:"refresh_dropped"`
+	CommitConflicts  float64       `json:"stats_commit_conflicts"`
+	StatsBytes       int64         `json:"stats_bytes"`
+	Leaders          []string      `json:"leaders"`
+	Samples          []FleetSample `json:"samples"`
+	LoadAvg          string        `json:"load_avg"`
 }
 
 type fleetPass struct {
@@ -416,6 +422,13 @@ func FleetSim(ctx context.Context, o FleetSimOptions) (*FleetSimResult, error) {
 			OnTaskDone: func(t master.TaskReport) {
 				mu.Lock()
 				res.Tasks[t.Kind+" "+t.Outcome]++
+				if t.Kind == master.KindCompact && t.Outcome == "done" {
+					if t.StatsRefreshPersisted {
+						res.RefreshPersisted++
+					} else {
+						res.RefreshDropped++
+					}
+				}
 				mu.Unlock()
 			}})
 		if err != nil {
@@ -505,6 +518,17 @@ func FleetSim(ctx context.Context, o FleetSimOptions) (*FleetSimResult, error) {
 			}
 			for _, m := range mf.GetMetric() {
 				intervals[labelOf(m, "loop")] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	for _, r := range masters {
+		if mfs, err := r.reg.Gather(); err == nil {
+			for _, mf := range mfs {
+				if mf.GetName() == "master_stats_commit_conflicts_total" {
+					for _, m := range mf.GetMetric() {
+						res.CommitConflicts += m.GetCounter().GetValue()
+					}
+				}
 			}
 		}
 	}

@@ -92,7 +92,7 @@ func TestFleetReportRendersEveryTarget(t *testing.T) {
 	scan, _ := json.Marshal(FleetScanResult{Cmd: "fleet-scan", Side: SideGo, Experiments: 10000, LatencyMS: 20, Concurrency: 128,
 		DefaultConcurrency: 128, Seconds: []float64{5.1, 12.5}, VersionsAdded: []int{1, 1}, Observed: []int{10000, 10000}, Failed: []int{0, 0}})
 	sim, _ := json.Marshal(FleetSimResult{Cmd: "fleet-sim", Side: SideGo, Experiments: 100000, Hot: 100, Workers: 100, Masters: 6, LatencyMS: 20, RunS: 150,
-		Loops: []FleetLoop{{Loop: "stats_scan", IntervalS: 120, Passes: 1, Results: map[string]int{"success": 1}, MaxS: 60}},
+		Loops:    []FleetLoop{{Loop: "stats_scan", IntervalS: 120, Passes: 1, Results: map[string]int{"success": 1}, MaxS: 60}},
 		EtcdPerS: 120, EtcdByMethod: map[string]int64{"etcdserverpb.KV/Txn": 10}, Tasks: map[string]int{"cleanup done": 3}})
 	results := []Result{{Bench: benchFleetScan, Side: SideGo, Raw: scan}, {Bench: benchFleetSim, Side: SideGo, Raw: sim}}
 	var buf bytes.Buffer

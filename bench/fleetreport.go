@@ -47,7 +47,7 @@ func fleetReport(e *emitter, meta Meta, results []Result) {
 		e.row(tableRow{id: "15.1", title: fmt.Sprintf("1. stats scan round over %s experiments, store with %.0f ms per request, SCAN_CONCURRENCY=%d (the default): longest round",
 			thousands(int64(r.Experiments)), r.LatencyMS, r.Concurrency),
 			lancectx: fmt.Sprintf("%.2f s (%d rounds, median %.2f s; %.1f requests per experiment; heap peak %.0f MiB)", worst, len(secs), medianSeconds(secs), r.RequestsPerObservation, heap),
-			lancedb: "—", ratio: "—", cpuRatio: "—", target: fmt.Sprintf("<= %.0f s", fleetScanTarget),
+			lancedb:  "—", ratio: "—", cpuRatio: "—", target: fmt.Sprintf("<= %.0f s", fleetScanTarget),
 			met: yesNo(worst <= fleetScanTarget && complete)})
 		var added []string
 		for _, x := range rs {
@@ -84,7 +84,7 @@ func fleetReport(e *emitter, meta Meta, results []Result) {
 			lancectx: fmt.Sprintf("%.0f/s; workers alone %.1f/s", r.EtcdPerS, r.EtcdWorkersOnlyPerS), lancedb: "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
 		e.row(tableRow{id: "15.6", title: "2. same: memory of the whole simulation process (masters, workers' clients, etcd, simulated store), peak RSS and Go heap",
 			lancectx: fmt.Sprintf("RSS %.0f MiB, heap %.0f MiB (after setup, before the masters: RSS %.0f MiB, heap %.0f MiB)", r.RSSPeakMiB, r.HeapPeakMiB, r.RSSSetupMiB, r.HeapSetupMiB),
-			lancedb: "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
+			lancedb:  "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
 		for _, l := range r.Loops {
 			line := fmt.Sprintf("- loop %s: interval %.0f s (production default %.0f s), %d finished passes %v, longest %.3f s, median %.3f s, over the interval %d",
 				l.Loop, l.IntervalS, l.DefaultIntervalS, l.Passes, l.Results, l.MaxS, l.P50S, l.OverInterval)
@@ -105,8 +105,8 @@ func fleetReport(e *emitter, meta Meta, results []Result) {
 		for _, k := range slices.Sorted(maps.Keys(r.Tasks)) {
 			tasks = append(tasks, fmt.Sprintf("%s %d", k, r.Tasks[k]))
 		}
-		detail("- tasks finished: %s; store requests %d; writes refused by aliases %d; _stats rows at the end %d, _stats versions %d (%.1f MB of objects); planner leaders seen %v; setup %.1f s; load average at the end %s",
-			strings.Join(tasks, ", "), r.StoreRequests, r.AliasWritesRefused, r.StatsRows, r.StatsVersions, float64(r.StatsBytes)/1e6, r.Leaders, r.SetupS, r.LoadAvg)
+		detail("- tasks finished: %s; store requests %d; writes refused by aliases %d; _stats rows at the end %d, _stats versions %d (%.1f MB of objects); compactions whose stats refresh was written %d, not written %d; _stats commit conflicts %.0f; planner leaders seen %v; setup %.1f s; load average at the end %s",
+			strings.Join(tasks, ", "), r.StoreRequests, r.AliasWritesRefused, r.StatsRows, r.StatsVersions, float64(r.StatsBytes)/1e6, r.RefreshPersisted, r.RefreshDropped, r.CommitConflicts, r.Leaders, r.SetupS, r.LoadAvg)
 		var settings []string
 		for _, k := range slices.Sorted(maps.Keys(r.Settings)) {
 			settings = append(settings, k+"="+r.Settings[k])
