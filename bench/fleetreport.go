@@ -20,7 +20,8 @@ func isFleet(r Result) bool { return strings.HasPrefix(r.Bench, "fleet-") }
 
 // fleetReport renders the section of issue 15: the stats scan round at fleet size on a
 // slow store, and the control plane (several masters, workers in etcd) over a
-// simulated fleet.
+// simulated fleet. The queue, etcd and memory rows are figures the issue asks to
+// report, not targets: they stay in the section's table.
 func fleetReport(e *emitter, meta Meta, results []Result) {
 	p := e.p
 	var details []string
@@ -78,11 +79,11 @@ func fleetReport(e *emitter, meta Meta, results []Result) {
 		e.row(tableRow{id: "15.3", title: "2. fleet simulation, " + shape + ": loop passes longer than their interval (longest pass / interval of each loop)",
 			lancectx: fmt.Sprintf("%d (%s)", r.LoopsOver, strings.Join(worst, "; ")), lancedb: "—", ratio: "—", cpuRatio: "—",
 			target: "none (and a full stats scan round within the run)", met: yesNo(r.LoopsOver == 0 && scanDone)})
-		e.row(tableRow{id: "15.4", title: "2. same: task queue, largest depth and oldest queued task (master_task_queue_depth, master_task_queue_oldest_age_seconds, sampled every second)",
+		e.row(tableRow{title: "2. same: task queue, largest depth and oldest queued task (master_task_queue_depth, master_task_queue_oldest_age_seconds, sampled every second)",
 			lancectx: fmt.Sprintf("%.0f tasks, %.1f s", r.QueueDepthMax, r.QueueOldestMax), lancedb: "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
-		e.row(tableRow{id: "15.5", title: "2. same: etcd requests per second (the server's gRPC messages received), masters and workers; workers alone",
+		e.row(tableRow{title: "2. same: etcd requests per second (the server's gRPC messages received), masters and workers; workers alone",
 			lancectx: fmt.Sprintf("%.0f/s; workers alone %.1f/s", r.EtcdPerS, r.EtcdWorkersOnlyPerS), lancedb: "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
-		e.row(tableRow{id: "15.6", title: "2. same: memory of the whole simulation process (masters, workers' clients, etcd, simulated store), peak RSS and Go heap",
+		e.row(tableRow{title: "2. same: memory of the whole simulation process (masters, workers' clients, etcd, simulated store), peak RSS and Go heap",
 			lancectx: fmt.Sprintf("RSS %.0f MiB, heap %.0f MiB (after setup, before the masters: RSS %.0f MiB, heap %.0f MiB)", r.RSSPeakMiB, r.HeapPeakMiB, r.RSSSetupMiB, r.HeapSetupMiB),
 			lancedb:  "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
 		for _, l := range r.Loops {

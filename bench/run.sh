@@ -245,6 +245,8 @@ record() {
     elif .bench == "worker-merge" then "\(.generations) generations of \(.rows_per_generation) rows merged in \(.merge_s*1000|floor) ms, RSS +\(.rss_growth_mib*10|floor/10) MiB"
     elif .bench == "worker-idle" then "\(.requests_per_s) requests/s over \(.seconds|floor) s after \(.idle_wait_s|floor) s idle, \(.stores_resident) stores resident (\(.idle_wait_requests) requests during the wait, setup \(.setup_s|floor) s)"
     elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
+    elif .cmd == "fleet-scan" then "rounds \(.seconds|map(.*100|floor/100)) s over \(.experiments) experiments at concurrency \(.concurrency), _stats versions added \(.versions_added)"
+    elif .cmd == "fleet-sim" then "\(.loops_over_interval) loop passes over their interval; queue max \(.queue_depth_max), etcd \(.etcd_requests_per_s|floor)/s, RSS peak \(.rss_peak_mib|floor) MiB"
     elif .cmd == "sql-query" then "median \(.median_seconds*1000|floor) ms over \(.rows) rows (DuckDB over Parquet \(.duckdb_parquet_median_seconds*1000|floor) ms), same answer: \(.same_answer)"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }

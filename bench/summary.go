@@ -161,9 +161,6 @@ var catalogue = []target{
 	{"15.1", "stats scan round over 10,000 experiments on a store with 20 ms per request, default SCAN_CONCURRENCY", "<= 10 s"},
 	{"15.2", "same: _stats versions added per round", "exactly 1"},
 	{"15.3", "fleet simulation (100,000 experiments, 100 workers, 6 masters): loop passes longer than their interval", "none"},
-	{"15.4", "same: task queue depth and oldest age", "info"},
-	{"15.5", "same: etcd request rate", "info"},
-	{"15.6", "same: memory (RSS, Go heap)", "info"},
 }
 
 func sectionOf(id string) string {
