@@ -116,8 +116,6 @@ func TestScanRoundObservesScanConcurrencyExperimentsAtOnce(t *testing.T) {
 		t.Fatalf("default SCAN_CONCURRENCY = %d, want 128 (docs/scale.md)", got)
 	}
 	const experiments = 300
-	tmpl := newDirMem()
-	cloneExperiments(t, tmpl, experiments)
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -131,7 +129,11 @@ func TestScanRoundObservesScanConcurrencyExperimentsAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gate := newConcurrencyGate(tmpl, tc.want)
+			// A data directory of its own: a _stats left by another master would let this
+			// one's sweeps plan tasks that read datasets beside the scan.
+			data := newDirMem()
+			cloneExperiments(t, data, experiments)
+			gate := newConcurrencyGate(data, tc.want)
 			c := newCluster(t, gate)
 			rounds := make(chan LoopPass, 16)
 			c.start(set, func(cfg *Config) {
