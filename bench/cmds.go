@@ -83,6 +83,20 @@ sealed WAL generations, and times GROUP BY rollout_id with avg(reward) through
 POST /api/v1/experiments/{name}/query, then the same statement in DuckDB over a
 Parquet export of the rows.
 
+Fleet scale (issue 15; simulated data directory, see bench/fleetstore.go):
+  lancebench fleet-scan       [--experiments 10000] [--latency 20ms] [--scan-concurrency N] [--rounds 2]
+  lancebench fleet-sim        [--experiments 100000] [--hot 100] [--workers 100] [--masters 6] [--latency 20ms]
+                              [--run 150s] [--workers-only 12s] [--scan-interval D] [--sweep-interval D]
+                              [--cleanup-interval D] [--scan-concurrency N]
+
+fleet-scan times master.Scanner rounds over --experiments registered experiments on a store
+answering each request after --latency, at SCAN_CONCURRENCY (default: the master's), and
+counts the _stats versions each round adds. fleet-sim runs --masters real masters and an
+embedded etcd in this process, --workers workers registered in etcd (their own clients and
+leases; no HTTP), over the same simulated store for --run, and reports each loop's pass
+durations against its interval, the task queue depth and oldest age, etcd's gRPC request
+rate and the process's RSS and Go heap.
+
 Coordination (issue 4; an embedded etcd in this process):
   lancebench coord            [--reps 5] [--trylock-wait 2s] [--failover=true]
   lancebench test-figures     --in GO_TEST_JSON   (one JSON line per test: pass, time, log lines)
@@ -157,6 +171,17 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		failover   = fset.Bool("failover", true, "coord: measure the failover after a SIGKILL of the leader process")
 		endpoints  = fset.String("endpoints", "", "coord-campaign: etcd endpoints")
 		pendRows   = fset.Int("pending-rows", 100_000, "sql-query: rows in sealed WAL generations")
+		latency    = fset.Duration("latency", 20*time.Millisecond, "fleet-scan, fleet-sim: store latency per request")
+		scanConc   = fset.Int("scan-concurrency", 0, "fleet-scan, fleet-sim: SCAN_CONCURRENCY (0: the master's default)")
+		rounds     = fset.Int("rounds", 2, "fleet-scan: scan rounds")
+		hot        = fset.Int("hot", 100, "fleet-sim: experiments that are real 20-fragment datasets (compaction candidates)")
+		workers    = fset.Int("workers", 100, "fleet-sim: simulated workers registered in etcd")
+		nMasters   = fset.Int("masters", 6, "fleet-sim: masters")
+		runFor     = fset.Duration("run", 150*time.Second, "fleet-sim: how long the masters run")
+		workersFor = fset.Duration("workers-only", 12*time.Second, "fleet-sim: how long the workers run alone first")
+		scanEvery  = fset.Duration("scan-interval", 0, "fleet-sim: STATS_SCAN_INTERVAL (0: the default)")
+		sweepEvery = fset.Duration("sweep-interval", 0, "fleet-sim: merge and compaction sweep interval (0: the defaults)")
+		cleanEvery = fset.Duration("cleanup-interval", 0, "fleet-sim: cleanup planning interval (0: the default)")
 	)
 	if err := fset.Parse(rest); err != nil {
 		return fmt.Errorf("%w: %v\n%s", ErrUsage, err, Usage)
@@ -274,6 +299,16 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 			n = *iters
 		}
 		res, err = SQLQuery(ctx, SQLQueryOptions{Fixture: *fixtureDir, URI: *uri, Rows: int(*rows), PendingRows: *pendRows, Iters: n})
+	case "fleet-scan":
+		res, err = FleetScan(ctx, FleetScanOptions{Experiments: *exps, Latency: *latency, Concurrency: *scanConc, Rounds: *rounds})
+	case "fleet-sim":
+		n := 100_000
+		if isSet(fset, "experiments") {
+			n = *exps
+		}
+		res, err = FleetSim(ctx, FleetSimOptions{Experiments: n, Hot: *hot, Workers: *workers, Masters: *nMasters, Latency: *latency,
+			Run: *runFor, WorkersOnly: *workersFor, ScanInterval: *scanEvery, SweepInterval: *sweepEvery, CleanupInterval: *cleanEvery,
+			ScanConcurrency: *scanConc})
 	case "coord":
 		res, err = Coord(ctx, CoordOptions{Reps: *reps, TryLockWait: *tryWait, Failover: *failover})
 	case "coord-campaign":

@@ -43,6 +43,8 @@ var sectionCode = map[string][]string{
 		"go.mod", "bench/run.sh#worker"},
 	"sql": {"sqlquery", "master", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/sql.go", "bench/master.go", "bench/cmds.go",
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#sql"},
+	"fleet": {"master", "coord", "wal", "lance", "objstore", "registry", "rollout", "storekind", "bench/fleet.go", "bench/fleetstore.go", "bench/master.go", "bench/cmds.go",
+		"bench/cmd/lancebench", "go.mod", "bench/run.sh#fleet"},
 	"master": {"master", "coord", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/master.go", "bench/cmds.go",
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#master"},
 	"kinds": {"worker", "wal", "lance", "objstore", "rollout", "generic", "datagen", "storekind", "registry", "api", "bench/kinds_bench",

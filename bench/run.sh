@@ -38,9 +38,13 @@
 #   sql          issue 14: GROUP BY rollout_id, avg(reward) over 1,000,000 rows (base + WAL)
 #                through POST /api/v1/experiments/{name}/query, and the same statement in
 #                DuckDB over a Parquet export                                (~2 min, fixture reused)
+#   fleet        issue 15: stats scan rounds over 10,000 experiments on a store with 20 ms
+#                per request; 6 real masters, 100 workers registered in etcd and 100,000
+#                simulated experiments on an embedded etcd: loop passes against their
+#                intervals, task queue, etcd request rate, memory          (~4 min)
 #
 #   --only LIST     run only these sections (comma-separated, e.g. --only worker,master)
-#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-kinds, --no-sql: skip one
+#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-kinds, --no-sql, --no-fleet: skip one
 #   --maintenance-only    same as --only maintenance
 #   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
 #                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
@@ -70,6 +74,8 @@
 #   --stats-backlog N      _stats versions the maintenance pass removes under the readers (20,000)
 #   --coldstart-versions N _stats versions of the cold-start fixture (170,000)
 #   --sql-rows N           rows of the SQL experiment (1,000,000; a tenth of them pending in the WAL)
+#   --fleet-experiments N  experiments of the fleet simulation (100,000)
+#   --fleet-seconds N      how long the fleet simulation's masters run (150)
 #
 # Needs Go, node 20 and `npm ci --prefix tests/interop`, and jq. Fixtures (version
 # histories, the 10,000-experiment data directory, the 170,000-version _stats) are built
@@ -84,12 +90,13 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 export LANCEDB_LOG=error
 
-ALL_SECTIONS="storage format21 maintenance coord worker master kinds sql"
+ALL_SECTIONS="storage format21 maintenance coord worker master kinds sql fleet"
 ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
 COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000 ADOPT_STORES=1000
 EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=170000
 SQL_ROWS=1000000
+FLEET_EXPERIMENTS=100000 FLEET_SECONDS=150 FLEET_SCAN_EXPERIMENTS=10000
 ONLY="" SKIP="" RESTAMP=0
 declare -A SET=()
 ARGS="$*"
@@ -97,7 +104,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) ONLY=${2//,/ }; shift 2 ;;
     --only=*) ONLY=${1#--only=}; ONLY=${ONLY//,/ }; shift ;;
-    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-kinds|--no-sql) SKIP="$SKIP ${1#--no-}"; shift ;;
+    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-kinds|--no-sql|--no-fleet) SKIP="$SKIP ${1#--no-}"; shift ;;
     --maintenance-only) ONLY=maintenance; shift ;;
     --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
@@ -119,6 +126,8 @@ while [ $# -gt 0 ]; do
     --stats-backlog) STATS_BACKLOG=$2; SET[backlog]=1; shift 2 ;;
     --coldstart-versions) COLD_VERSIONS=$2; SET[cold]=1; shift 2 ;;
     --sql-rows) SQL_ROWS=$2; SET[sql]=1; shift 2 ;;
+    --fleet-experiments) FLEET_EXPERIMENTS=$2; SET[fleet]=1; shift 2 ;;
+    --fleet-seconds) FLEET_SECONDS=$2; SET[fleetsecs]=1; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -149,6 +158,9 @@ if [ "$QUICK" = 1 ]; then
   [ -n "${SET[backlog]:-}" ] || STATS_BACKLOG=2000
   [ -n "${SET[cold]:-}" ] || COLD_VERSIONS=5000
   [ -n "${SET[sql]:-}" ] || SQL_ROWS=50000
+  [ -n "${SET[fleet]:-}" ] || FLEET_EXPERIMENTS=5000
+  [ -n "${SET[fleetsecs]:-}" ] || FLEET_SECONDS=40
+  FLEET_SCAN_EXPERIMENTS=1000
 fi
 if [ "$QUICK" = 1 ]; then
   SIZES_NOTE="reduced (--quick), not the issues' sizes"
@@ -170,7 +182,8 @@ SECTIONS=${SECTIONS# }
 if [ -z "$SECTIONS" ]; then echo "run.sh: no section left to run" >&2; exit 2; fi
 runs() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS" "$COORD_REPS" "$INGEST_SECONDS" \
-  "$WORKER_GENS" "$IDLE_STORES" "$ADOPT_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS" "$SQL_ROWS"; do
+  "$WORKER_GENS" "$IDLE_STORES" "$ADOPT_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS" "$SQL_ROWS" \
+  "$FLEET_EXPERIMENTS" "$FLEET_SECONDS"; do
   case "$v" in ''|*[!0-9]*|0) echo "run.sh: counts must be positive integers" >&2; exit 2 ;; esac
 done
 if [ "$VERSIONS" -lt 100 ]; then echo "run.sh: --versions must be at least 100" >&2; exit 2; fi
@@ -235,6 +248,8 @@ record() {
     elif .bench == "worker-idle" then "\(.requests_per_s) requests/s over \(.seconds|floor) s after \(.idle_wait_s|floor) s idle, \(.stores_resident) stores resident (\(.idle_wait_requests) requests during the wait, setup \(.setup_s|floor) s)"
     elif .bench == "worker-merge-during-appends" then "merge \(.merge_s*1000|floor) ms, slowest ack during it \(.slowest_ack_during_merge_ms) ms over \(.appends_acked_during_merge) appends"
     elif ($b | startswith("kinds-")) and .mode then "\(.kind) \(.mode): " + (if .read_median_ms then "median read \(.read_median_ms) ms over \(.events) events" else "\(.per_s|floor)/s, p99 \(.latency.p99_ms) ms" end)
+    elif .cmd == "fleet-scan" then "rounds \(.seconds|map(.*100|floor/100)) s over \(.experiments) experiments at concurrency \(.concurrency), _stats versions added \(.versions_added)"
+    elif .cmd == "fleet-sim" then "\(.loops_over_interval) loop passes over their interval; queue max \(.queue_depth_max), etcd \(.etcd_requests_per_s|floor)/s, RSS peak \(.rss_peak_mib|floor) MiB"
     elif .cmd == "sql-query" then "median \(.median_seconds*1000|floor) ms over \(.rows) rows (DuckDB over Parquet \(.duckdb_parquet_median_seconds*1000|floor) ms), same answer: \(.same_answer)"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
@@ -615,6 +630,21 @@ rm -rf "$RUN/sql"
 section_end sql
 fi # sql
 
+if runs fleet; then
+section_start fleet
+# 15. Fleet scale (issue 15), over the simulated data directory of bench/fleetstore.go
+# (registered experiments whose datasets alias one template; 20 ms per request).
+# Stats scan rounds at the default SCAN_CONCURRENCY, then the whole control plane: 6
+# masters, 100 workers registered in etcd, the loops at shortened intervals so that each
+# passes within the run (a pass must not outlast even the shortened interval).
+log "fleet: stats scan rounds over $FLEET_SCAN_EXPERIMENTS experiments at 20 ms per request"
+record fleet-scan 1 gob fleet-scan --experiments "$FLEET_SCAN_EXPERIMENTS" --latency 20ms --rounds 3
+log "fleet: simulation, $FLEET_EXPERIMENTS experiments, 100 workers, 6 masters, ${FLEET_SECONDS}s"
+record fleet-sim 1 gob fleet-sim --experiments "$FLEET_EXPERIMENTS" --hot 100 --workers 100 --masters 6 --latency 20ms \
+  --run "${FLEET_SECONDS}s" --workers-only 12s --scan-interval 120s --sweep-interval 30s --cleanup-interval 60s
+section_end fleet
+fi # fleet
+
 END=$(date +%s)
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 jq -n \
@@ -637,6 +667,7 @@ jq -n \
   --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" --arg idlestores "$IDLE_STORES" --arg adoptstores "$ADOPT_STORES" \
   --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
   --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" --arg sqlrows "$SQL_ROWS" \
+  --arg fleetexps "$FLEET_EXPERIMENTS" --arg fleetsecs "$FLEET_SECONDS" --arg fleetscan "$FLEET_SCAN_EXPERIMENTS" \
   --arg load "load average (1/5/15 min) at start $LOAD_START, at end $LOAD_END on $(nproc) cores: the machine is shared, so absolute figures are noisy; interleaving and medians limit, not remove, the noise" \
   '{command: $command, date: $date, host: $host, nproc: $nproc, cpu: $cpu, ram: $ram, kernel: $kernel,
     go: $go, node: $node, lancedb: $lancedb, arrow_js: $arrow, rows: $rows, reps: $reps, open_iters: $iters,
@@ -699,6 +730,12 @@ jq -n \
     sql_notes: [
       "Query (row 1; `lancebench sql-query`, bench/sql.go): one rollout experiment of \($sqlrows) rows (rollouts of 100 steps), a tenth of them in sealed WAL generations of 10,000 rows written through a wal.Shard as a worker seals them, the rest in the Lance base table (2.1); built once under bench/out/ and served from a hard-linked copy by a real master (master.New, embedded etcd, every loop off) behind a loopback HTTP server in the same process. The statement is issue 14'"'"'s GROUP BY rollout_id with avg(reward), with ORDER BY and LIMIT 100 (a top-level LIMIT lets it scan past 200,000 rows). Timed end to end at the client (POST, JSON answer decoded); one warm-up query, then 5 timed ones per repetition; medians.",
       "Reference (row 2): the same statement in DuckDB (one thread, as the master'"'"'s query database) over a Parquet file of the same rows (id, rollout_id, sequence_order, reward, content) exported by DuckDB from the experiment'"'"'s snapshot: the physical floor of a columnar engine reading a columnar file with no WAL to fold in and no HTTP. Both answers are compared; a difference is reported."
+    ],
+    fleet_notes: [
+      "Simulated data directory (bench/fleetstore.go): every experiment is a real registry entry (registry.Create, as the worker registers a store) in an in-memory store; the dataset directories of all but the first --hot experiments are read-only aliases that answer every read with the objects of one template rollout dataset (2 fragments of 5 rows, written by the lance package) under the experiment'"'"'s own keys, so the master lists, reads manifests and lists WAL directories exactly as on a real fleet while the bytes are shared; the first 100 experiments of the simulation are real copies of a 20-fragment dataset (compaction candidates, so tasks are planned, claimed and run). A write to an alias is refused and counted (none is expected). Every request of the masters goes through objstore/faults with latency=20ms.",
+      "Scan rounds (rows 1; `lancebench fleet-scan`, bench/fleet.go): master.NewScanner over \($fleetscan) experiments with SCAN_CONCURRENCY at the master'"'"'s default and a 30 s observation deadline, 3 rounds; each must observe every experiment, fail none and add exactly one _stats version (counted on the _stats listing). The Go heap is sampled every 100 ms (runtime/metrics) during the rounds.",
+      "Simulation (rows 2; `lancebench fleet-sim`): one process runs an embedded etcd (fsync on, as in production), 100 workers (each its own coord client and lease with the production TTL of 30 s, registered with coord.RegisterWorker as `lancectx worker` does; they keep their lease alive and serve no data) and 6 masters (master.New with their own etcd clients, production settings except the loop intervals: stats scan every 120 s instead of 300, merge and compaction sweeps every 30 s instead of 600, cleanup planning every 60 s instead of 3600, so that every loop passes within the run and a pass is held to the shortened interval) over \($fleetexps) experiments, for \($fleetsecs) s after the first master started. Loop passes come from master.Config.OnLoopPass, intervals from master_loop_interval_seconds; a pass still running at the end counts against its interval with the time it had run. Queue depth and oldest age are the masters'"'"' master_task_queue_depth and master_task_queue_oldest_age_seconds (published every 15 s), sampled every second. etcd requests: the embedded server'"'"'s grpc_server_msg_received_total (unary requests plus stream messages such as lease keep-alives), over the run, and over 12 s with only the workers up. Memory: VmRSS and the Go heap of the whole process (etcd, 6 masters with their _stats snapshots, 106 etcd clients, the simulated store holding the registry and every _stats version written), sampled every second.",
+      "Not simulated: worker data traffic (appends, merges, WAL generations: no merge_wal task is planned), the admin API under readers, etcd on other machines (loopback here), several etcd members. The machine is shared (see the load average): loop durations include waiting for a core."
     ],
     sections: $sections}' >"$RUN/meta.json"
 

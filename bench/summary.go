@@ -76,7 +76,7 @@ func sections() []section {
 	return []section{
 		{name: "storage", issue: "2", title: "Storage layer vs LanceDB (issue 2)",
 			owns: func(r Result) bool {
-				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isKinds(r) && !isSQL(r)
+				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isKinds(r) && !isSQL(r) && !isFleet(r)
 			}, render: renderStorage},
 		{name: "format21", issue: "11", title: "Lance 2.1 and adoption vs LanceDB (issue 11)", owns: isFormat21, render: format21Report},
 		{name: "maintenance", issue: "3", title: "Maintenance (issue 3)", owns: isMaint, render: maintReport},
@@ -85,6 +85,7 @@ func sections() []section {
 		{name: "master", issue: "6", title: "Master control plane (issue 6)", owns: isMaster, render: masterReport},
 		{name: "kinds", issue: "12", title: "Generic and datagen stores (issue 12)", owns: isKinds, render: kindsReport},
 		{name: "sql", issue: "14", title: "SQL over an experiment (issue 14)", owns: isSQL, render: sqlReport},
+		{name: "fleet", issue: "15", title: "Fleet scale (issue 15)", owns: isFleet, render: fleetReport},
 	}
 }
 
@@ -164,6 +165,9 @@ var catalogue = []target{
 	{"12.6", "datagen: overview over 1,000,000 events", "<= 1 s"},
 	{"14.1", "GROUP BY rollout_id with avg(reward) over 1M rows (base + WAL) through the query route", "<= 1 s"},
 	{"14.2", "same statement, DuckDB over a Parquet export: the query route's time / DuckDB's", "info (the physical reference)"},
+	{"15.1", "stats scan round over 10,000 experiments on a store with 20 ms per request, default SCAN_CONCURRENCY", "<= 10 s"},
+	{"15.2", "same: _stats versions added per round", "exactly 1"},
+	{"15.3", "fleet simulation (100,000 experiments, 100 workers, 6 masters): loop passes longer than their interval", "none"},
 }
 
 func sectionOf(id string) string {

@@ -18,7 +18,11 @@ type Settings struct {
 	StatsScanInterval time.Duration
 	// StatsScanTimeout bounds one round (STATS_SCAN_TIMEOUT_SECS, default the interval).
 	StatsScanTimeout time.Duration
-	// ScanConcurrency observations run at once (SCAN_CONCURRENCY, 8).
+	// ScanConcurrency observations run at once (SCAN_CONCURRENCY, 128). An observation
+	// is a few small sequential reads, so a round costs about experiments x reads x
+	// store latency / concurrency: 128 keeps 10,000 experiments on a 20 ms store within
+	// 10 s a round (docs/scale.md), and costs a small deployment nothing, since only as
+	// many observations run as there are experiments and each holds one manifest.
 	ScanConcurrency int
 	// ObserveTimeout bounds the observation of one experiment (OBSERVE_TIMEOUT_SECS, 30).
 	ObserveTimeout time.Duration
@@ -110,7 +114,7 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{
 		StatsScanInterval:           300 * time.Second,
-		ScanConcurrency:             8,
+		ScanConcurrency:             128,
 		ObserveTimeout:              30 * time.Second,
 		StatsRefreshInterval:        10 * time.Second,
 		StatsWriterWait:             2 * time.Second,

@@ -100,7 +100,7 @@ func NewScanner(data objstore.Store, kinds []storekind.Kind, stats *StatsStore, 
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Scanner{data: data, stats: stats, log: log, concurrency: 8, observeTimeout: 30 * time.Second,
+	s := &Scanner{data: data, stats: stats, log: log, concurrency: DefaultSettings().ScanConcurrency, observeTimeout: 30 * time.Second,
 		metrics: newScanMetrics(mreg), now: time.Now}
 	for _, k := range kinds {
 		s.kinds = append(s.kinds, scanKind{Kind: k, reg: k.Registry(data)})
