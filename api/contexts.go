@@ -67,28 +67,28 @@ type ContextRelationship struct {
 // ContextRecordFields are the fields a client sets on a record: what an add or an
 // upsert sends, and (with the server-set fields of ContextRecord) what reads return.
 type ContextRecordFields struct {
-	RunID           string                 `json:"run_id"`
-	BotID           *string                `json:"bot_id,omitempty"`
-	SessionID       *string                `json:"session_id,omitempty"`
-	Role            string                 `json:"role,omitempty"`
-	StateMetadata   *ContextStateMetadata  `json:"state_metadata,omitempty"`
-	ContentType     string                 `json:"content_type,omitempty"`
-	TextPayload     *string                `json:"text_payload,omitempty"`
-	BinaryPayload   []byte                 `json:"binary_payload,omitempty"`
-	Embedding       []float32              `json:"embedding,omitempty"`
-	ExternalID      *string                `json:"external_id,omitempty"`
-	Tenant          *string                `json:"tenant,omitempty"`
-	Source          *string                `json:"source,omitempty"`
-	PayloadURI      *string                `json:"payload_uri,omitempty"`
-	PayloadSize     *int64                 `json:"payload_size,omitempty"`
-	PayloadChecksum *string                `json:"payload_checksum,omitempty"`
-	Metadata        json.RawMessage        `json:"metadata,omitempty"`
-	Relationships   []ContextRelationship  `json:"relationships,omitempty"`
-	ExpiresAt       *time.Time             `json:"expires_at,omitempty"`
-	RetentionPolicy *string                `json:"retention_policy,omitempty"`
-	LifecycleStatus string                 `json:"lifecycle_status,omitempty"`
-	RetiredAt       *time.Time             `json:"retired_at,omitempty"`
-	RetiredReason   *string                `json:"retired_reason,omitempty"`
+	RunID           string                `json:"run_id"`
+	BotID           *string               `json:"bot_id,omitempty"`
+	SessionID       *string               `json:"session_id,omitempty"`
+	Role            string                `json:"role,omitempty"`
+	StateMetadata   *ContextStateMetadata `json:"state_metadata,omitempty"`
+	ContentType     string                `json:"content_type,omitempty"`
+	TextPayload     *string               `json:"text_payload,omitempty"`
+	BinaryPayload   []byte                `json:"binary_payload,omitempty"`
+	Embedding       []float32             `json:"embedding,omitempty"`
+	ExternalID      *string               `json:"external_id,omitempty"`
+	Tenant          *string               `json:"tenant,omitempty"`
+	Source          *string               `json:"source,omitempty"`
+	PayloadURI      *string               `json:"payload_uri,omitempty"`
+	PayloadSize     *int64                `json:"payload_size,omitempty"`
+	PayloadChecksum *string               `json:"payload_checksum,omitempty"`
+	Metadata        json.RawMessage       `json:"metadata,omitempty"`
+	Relationships   []ContextRelationship `json:"relationships,omitempty"`
+	ExpiresAt       *time.Time            `json:"expires_at,omitempty"`
+	RetentionPolicy *string               `json:"retention_policy,omitempty"`
+	LifecycleStatus string                `json:"lifecycle_status,omitempty"`
+	RetiredAt       *time.Time            `json:"retired_at,omitempty"`
+	RetiredReason   *string               `json:"retired_reason,omitempty"`
 }
 
 // AddContextRecord is one record of an add or upsert: the client fields, and

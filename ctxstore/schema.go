@@ -216,7 +216,10 @@ func Schema(o Options) *arrow.Schema {
 		{Name: ColRetiredReason, Type: str, Nullable: true},
 		{Name: ColSupersedesID, Type: str, Nullable: true},
 		{Name: ColSupersededByID, Type: str, Nullable: true},
-	}, func() *arrow.Metadata { md := arrow.NewMetadata([]string{MetaOptions}, []string{string(opts)}); return &md }())
+	}, func() *arrow.Metadata {
+		md := arrow.NewMetadata([]string{MetaOptions}, []string{string(opts)})
+		return &md
+	}())
 }
 
 // FromArrow reads the options a table was created with and checks that its columns
