@@ -568,6 +568,9 @@ type QuerySpec struct {
 	NProbes      int       `json:"nprobes,omitempty"`
 	RefineFactor int       `json:"refineFactor,omitempty"`
 	BypassIndex  bool      `json:"bypassIndex,omitempty"`
+	// DistanceType is the metric of a vector search (l2, cosine, dot; empty: LanceDB's
+	// default, l2, or the index's).
+	DistanceType string `json:"distanceType,omitempty"`
 	// FTS is the full text search query.
 	FTS string `json:"fts,omitempty"`
 	// ListIndices, alone in a spec, lists the indices instead (QueryResult.Indices), so one

@@ -1,0 +1,430 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lancectx/lancectx/api"
+	"github.com/lancectx/lancectx/ctxstore"
+	"github.com/lancectx/lancectx/internal/oracle"
+)
+
+func (tw *testWorker) cxCreate(name string, dim int, metric string) api.ContextStoreInfo {
+	tw.t.Helper()
+	var info api.ContextStoreInfo
+	body := fmt.Sprintf(`{"name":%q,"embedding_dim":%d,"distance_metric":%q}`, name, dim, metric)
+	tw.do("POST", "/api/v1/contexts", api.ContentTypeJSON, []byte(body)).want(tw.t, http.StatusCreated, &info)
+	return info
+}
+
+func (tw *testWorker) cxJSON(method, path string, body any, status int, out any) {
+	tw.t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		tw.t.Fatal(err)
+	}
+	tw.do(method, path, api.ContentTypeJSON, b).want(tw.t, status, out)
+}
+
+func (tw *testWorker) cxAdd(name string, recs ...api.AddContextRecord) api.AddContextRecordsResponse {
+	tw.t.Helper()
+	var out api.AddContextRecordsResponse
+	tw.cxJSON("POST", "/api/v1/contexts/"+name+"/records", api.AddContextRecordsRequest{Records: recs}, http.StatusCreated, &out)
+	return out
+}
+
+func (tw *testWorker) cxSearch(name string, req api.SearchContextRequest) []api.SearchContextResult {
+	tw.t.Helper()
+	var out api.SearchContextResponse
+	tw.cxJSON("POST", "/api/v1/contexts/"+name+"/search", req, http.StatusOK, &out)
+	return out.Results
+}
+
+func (tw *testWorker) cxMerge(name string) {
+	tw.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := tw.srv.mergeWAL(ctx, tw.srv.contexts, name, true); err != nil {
+		tw.t.Fatal(err)
+	}
+}
+
+func cxRec(id, run string, emb []float32, text string) api.AddContextRecord {
+	r := api.AddContextRecord{ID: id, ContextRecordFields: api.ContextRecordFields{RunID: run, Embedding: emb}}
+	if text != "" {
+		r.TextPayload = &text
+	}
+	return r
+}
+
+func randVec(rng *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+func resultIDs[T any](rs []T, id func(T) string) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = id(r)
+	}
+	return out
+}
+
+func searchIDs(rs []api.SearchContextResult) []string {
+	return resultIDs(rs, func(r api.SearchContextResult) string { return r.Record.ID })
+}
+
+// TestContextRecordRoutes walks the reference's record routes on one store: add,
+// upsert (a new row superseding the old, the chain kept), batch upsert, patch,
+// delete as tombstones, point reads, lists with filters and include_*, related
+// records, payloads, version, compaction; then LanceDB reads the merged table.
+func TestContextRecordRoutes(t *testing.T) {
+	tw := newTestWorker(t, "", nil)
+	info := tw.cxCreate("mem", 4, "cosine")
+	if info.EmbeddingDim != 4 || info.DistanceMetric != "cosine" || info.IDIndexType != "none" || !strings.HasSuffix(info.URI, "mem.context.lance") {
+		t.Fatalf("info %+v", info)
+	}
+	// The same name with other options: 409 naming the difference; the same options: 409.
+	e := tw.do("POST", "/api/v1/contexts", api.ContentTypeJSON, []byte(`{"name":"mem","embedding_dim":8}`)).wantError(t, http.StatusConflict, api.CodeAlreadyExists)
+	if !strings.Contains(e.Message, "embedding_dim 4, not 8") {
+		t.Fatalf("conflict message %q", e.Message)
+	}
+	var stores api.ListContextStoresResponse
+	tw.do("GET", "/api/v1/contexts", "", nil).want(t, http.StatusOK, &stores)
+	if len(stores.Contexts) != 1 || stores.Contexts[0].Name != "mem" {
+		t.Fatalf("stores %+v", stores)
+	}
+
+	ext := "doc-1"
+	a := cxRec("a", "run1", []float32{1, 0, 0, 0}, "the quick brown fox")
+	a.ExternalID = &ext
+	a.BinaryPayload = []byte{1, 2, 3}
+	b := cxRec("b", "run1", []float32{0, 1, 0, 0}, "lazy dog")
+	b.Relationships = []api.ContextRelationship{{TargetID: "a", Relation: "cites"}}
+	past := time.Now().Add(-time.Hour)
+	c := cxRec("c", "run2", []float32{0, 0, 1, 0}, "expired fox")
+	c.ExpiresAt = &past
+	added := tw.cxAdd("mem", a, b, c)
+	if added.Count != 3 || !slices.Equal(added.IDs, []string{"a", "b", "c"}) {
+		t.Fatalf("add %+v", added)
+	}
+
+	var got api.GetContextRecordResponse
+	tw.do("GET", "/api/v1/contexts/mem/records/a", "", nil).want(t, http.StatusOK, &got)
+	if got.Record == nil || got.Record.ExternalID == nil || *got.Record.ExternalID != ext || string(got.Record.BinaryPayload) != "\x01\x02\x03" {
+		t.Fatalf("get a: %+v", got.Record)
+	}
+	got = api.GetContextRecordResponse{}
+	tw.do("GET", "/api/v1/contexts/mem/records/nope", "", nil).want(t, http.StatusOK, &got)
+	if got.Record != nil {
+		t.Fatalf("missing record: %+v", got.Record)
+	}
+
+	// Upsert of doc-1: a new row supersedes a.
+	up := cxRec("", "run1", []float32{1, 1, 0, 0}, "the quick brown fox jumps")
+	up.ExternalID = &ext
+	var ur api.UpsertContextRecordResponse
+	tw.cxJSON("PUT", "/api/v1/contexts/mem/records", api.UpsertContextRecordRequest{Record: up}, http.StatusOK, &ur)
+	if ur.Inserted || ur.ReplacedID == nil || *ur.ReplacedID != "a" || ur.Record.SupersedesID == nil || *ur.Record.SupersedesID != "a" {
+		t.Fatalf("upsert %+v", ur)
+	}
+	newID := ur.Record.ID
+	tw.do("GET", "/api/v1/contexts/mem/records/by-external-id?external_id=doc-1", "", nil).want(t, http.StatusOK, &got)
+	if got.Record == nil || got.Record.ID != newID {
+		t.Fatalf("by external id: %+v", got.Record)
+	}
+	tw.do("GET", "/api/v1/contexts/mem/records/a", "", nil).want(t, http.StatusOK, &got)
+	if got.Record == nil || got.Record.SupersededByID == nil || *got.Record.SupersededByID != newID || got.Record.LifecycleStatus != ctxstore.StatusSuperseded {
+		t.Fatalf("superseded a: %+v", got.Record)
+	}
+
+	// Batch upsert: doc-1 again (supersedes newID) and a new doc-2.
+	ext2 := "doc-2"
+	u1, u2 := cxRec("", "run1", []float32{1, 2, 0, 0}, "v3"), cxRec("d", "run3", []float32{0, 0, 0, 1}, "doc two")
+	u1.ExternalID, u2.ExternalID = &ext, &ext2
+	var br api.UpsertContextRecordsResponse
+	tw.cxJSON("PUT", "/api/v1/contexts/mem/records/batch", api.UpsertContextRecordsRequest{Records: []api.AddContextRecord{u1, u2}, Key: "external_id"}, http.StatusOK, &br)
+	if len(br.Results) != 2 || br.Results[0].Inserted || *br.Results[0].ReplacedID != newID || !br.Results[1].Inserted {
+		t.Fatalf("batch upsert %+v", br)
+	}
+	headID := br.Results[0].Record.ID
+
+	// Patch by external id: the head is rewritten in place (same id).
+	var pr api.PatchContextRecordResponse
+	tw.cxJSON("PATCH", "/api/v1/contexts/mem/records", map[string]any{"external_id": "doc-1", "patch": map[string]any{"tenant": "acme", "text_payload": "patched fox"}}, http.StatusOK, &pr)
+	if !pr.Updated || pr.Record == nil || pr.Record.ID != headID || *pr.Record.Tenant != "acme" || *pr.Record.TextPayload != "patched fox" || *pr.Record.SupersedesID != newID {
+		t.Fatalf("patch %+v", pr)
+	}
+	pr = api.PatchContextRecordResponse{}
+	tw.cxJSON("PATCH", "/api/v1/contexts/mem/records", map[string]any{"id": "nope", "patch": map[string]any{"tenant": "x"}}, http.StatusOK, &pr)
+	if pr.Updated || pr.Record != nil {
+		t.Fatalf("patch of a missing record: %+v", pr)
+	}
+
+	list := func(query string) []string {
+		t.Helper()
+		var lr api.ListContextRecordsResponse
+		tw.do("GET", "/api/v1/contexts/mem/records"+query, "", nil).want(t, http.StatusOK, &lr)
+		ids := resultIDs(lr.Records, func(r api.ContextRecord) string { return r.ID })
+		sort.Strings(ids)
+		return ids
+	}
+	check := func(stage string) {
+		t.Helper()
+		if ids, want := list(""), []string{"b", "d", headID}; !slices.Equal(ids, sorted(want)) {
+			t.Fatalf("%s: list %v, want %v", stage, ids, sorted(want))
+		}
+		if ids, want := list("?include_retired=true&include_expired=true"), []string{"a", "b", "c", "d", newID, headID}; !slices.Equal(ids, sorted(want)) {
+			t.Fatalf("%s: list all %v, want %v", stage, ids, sorted(want))
+		}
+		f := url.QueryEscape(`{"run_id":"run1"}`)
+		if ids, want := list("?filters="+f), []string{"b", headID}; !slices.Equal(ids, sorted(want)) {
+			t.Fatalf("%s: list run1 %v", stage, ids)
+		}
+		if ids := list("?include_expired=true&filters=" + url.QueryEscape(`{"run_id":"run2"}`)); !slices.Equal(ids, []string{"c"}) {
+			t.Fatalf("%s: expired %v", stage, ids)
+		}
+		var rel api.ListContextRecordsResponse
+		tw.do("GET", "/api/v1/contexts/mem/records/related?target_id=a&relation=cites&include_relationships=true", "", nil).want(t, http.StatusOK, &rel)
+		if len(rel.Records) != 1 || rel.Records[0].ID != "b" || len(rel.Records[0].Relationships) != 1 {
+			t.Fatalf("%s: related %+v", stage, rel)
+		}
+		r := tw.do("GET", "/api/v1/contexts/mem/records/a/payload", "", nil)
+		if r.status != http.StatusOK || string(r.body) != "\x01\x02\x03" {
+			t.Fatalf("%s: payload %v", stage, r)
+		}
+		// Search: the nearest live record to (1,1,0,0) in cosine is the head of doc-1 (1,2,0,0).
+		res := tw.cxSearch("mem", api.SearchContextRequest{Query: []float32{1, 1, 0, 0}, Limit: intp(10)})
+		if ids := searchIDs(res); len(ids) != 3 || ids[0] != headID {
+			t.Fatalf("%s: search %v", stage, ids)
+		}
+	}
+	check("wal")
+
+	// Delete: by id (one tombstone) and by external id (doc-2's chain).
+	var dr api.DeleteContextRecordsResponse
+	tw.do("DELETE", "/api/v1/contexts/mem/records/b", "", nil).want(t, http.StatusOK, &dr)
+	if dr.Deleted != 1 {
+		t.Fatalf("delete b: %+v", dr)
+	}
+	tw.do("DELETE", "/api/v1/contexts/mem/records/b", "", nil).want(t, http.StatusOK, &dr)
+	if dr.Deleted != 0 {
+		t.Fatalf("delete b again: %+v", dr)
+	}
+	tw.do("DELETE", "/api/v1/contexts/mem/records?external_id=doc-2", "", nil).want(t, http.StatusOK, &dr)
+	if dr.Deleted != 1 {
+		t.Fatalf("delete doc-2: %+v", dr)
+	}
+	if ids := list(""); !slices.Equal(ids, []string{headID}) {
+		t.Fatalf("after deletes: %v", ids)
+	}
+	got = api.GetContextRecordResponse{}
+	tw.do("GET", "/api/v1/contexts/mem/records/b", "", nil).want(t, http.StatusOK, &got)
+	if got.Record != nil {
+		t.Fatalf("deleted b reads %+v", got.Record)
+	}
+
+	// Merge: the same answers from the base table.
+	var v0 api.ContextVersionResponse
+	tw.do("GET", "/api/v1/contexts/mem/version", "", nil).want(t, http.StatusOK, &v0)
+	tw.cxMerge("mem")
+	var v1 api.ContextVersionResponse
+	tw.do("GET", "/api/v1/contexts/mem/version", "", nil).want(t, http.StatusOK, &v1)
+	if v1.Version <= v0.Version {
+		t.Fatalf("version %d after a merge, %d before", v1.Version, v0.Version)
+	}
+	if ids := list("?include_retired=true&include_expired=true"); !slices.Equal(ids, sorted([]string{"a", "c", newID, headID})) {
+		t.Fatalf("merged: %v", ids)
+	}
+	// Two more merged writes, then compaction folds the fragments.
+	tw.cxAdd("mem", cxRec("e", "run4", []float32{0, 0, 1, 1}, ""))
+	tw.cxMerge("mem")
+	var cr api.ContextCompactResponse
+	tw.cxJSON("POST", "/api/v1/contexts/mem/compact", map[string]any{}, http.StatusOK, &cr)
+	if cr.FragmentsRemoved < 2 || cr.FragmentsAdded != 1 {
+		t.Fatalf("compact %+v", cr)
+	}
+	var cs api.ContextCompactStatsResponse
+	tw.do("GET", "/api/v1/contexts/mem/compact/stats", "", nil).want(t, http.StatusOK, &cs)
+	if cs.TotalFragments != 1 || cs.TotalCompactions != 1 || cs.LastCompaction == nil || cs.IsCompacting || cs.LastError != nil {
+		t.Fatalf("compact stats %+v", cs)
+	}
+
+	// LanceDB reads the table: every row, tombstones as rows of their content type.
+	rows, err := oracle.New(t).Read(filepath.Join(tw.dir, "mem.context.lance"), oracle.ReadOptions{Columns: []string{"id", "content_type", "lifecycle_status", "superseded_by_id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]map[string]any{}
+	for _, r := range rows {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(r), &m); err != nil {
+			t.Fatal(err)
+		}
+		byID[m["id"].(string)] = m
+	}
+	if len(byID) != 7 || len(rows) != 7 {
+		t.Fatalf("LanceDB reads %d rows: %v", len(rows), rows)
+	}
+	if byID["b"]["content_type"] != ctxstore.ContentTypeTombstone || byID["a"]["superseded_by_id"] != newID || byID[newID]["lifecycle_status"] != "superseded" {
+		t.Fatalf("LanceDB rows %v", rows)
+	}
+
+	// Reopened on another worker process (same data): the options come from the table.
+	tw.close()
+	tw2 := newTestWorker(t, tw.dir, nil)
+	var info2 api.ContextStoreInfo
+	tw2.do("GET", "/api/v1/contexts/mem", "", nil).want(t, http.StatusOK, &info2)
+	if info2.EmbeddingDim != 4 || info2.DistanceMetric != "cosine" {
+		t.Fatalf("reopened info %+v", info2)
+	}
+	tw2.do("POST", "/api/v1/contexts/mem/search", api.ContentTypeJSON, []byte(`{"query":[1,2,3]}`)).wantError(t, http.StatusBadRequest, api.CodeInvalidRequest)
+}
+
+
+func intp(n int) *int { return &n }
+
+// TestContextSearchEqualsLanceDB: for each metric, a search over base + WAL returns
+// the ids and distances LanceDB's own exact search (nearestTo(q).distanceType(m)
+// .bypassVectorIndex()) returns on the merged table, with filters applied before
+// ranking.
+func TestContextSearchEqualsLanceDB(t *testing.T) {
+	const dim, n, k = 16, 240, 7
+	for _, metric := range []string{"l2", "cosine", "dot"} {
+		t.Run(metric, func(t *testing.T) {
+			tw := newTestWorker(t, "", nil)
+			tw.cxCreate("s", dim, metric)
+			rng := rand.New(rand.NewPCG(7, uint64(len(metric))))
+			var batch []api.AddContextRecord
+			for i := range n {
+				run := []string{"ra", "rb"}[i%2]
+				var emb []float32
+				if i%17 != 5 { // some records have no embedding: never ranked
+					emb = randVec(rng, dim)
+				}
+				batch = append(batch, cxRec(fmt.Sprintf("r%03d", i), run, emb, ""))
+				if len(batch) == 40 {
+					tw.cxAdd("s", batch...)
+					batch = nil
+					if i < n/2 {
+						tw.cxMerge("s") // the first half in the base table, the rest in the WAL
+					}
+				}
+			}
+			queries := make([][]float32, 5)
+			for i := range queries {
+				queries[i] = randVec(rng, dim)
+			}
+			filters := []*api.ContextFilters{nil, {RunID: strp("rb")}}
+			type answer struct {
+				ids   []string
+				dists []float32
+			}
+			var before []answer
+			for _, q := range queries {
+				for _, f := range filters {
+					res := tw.cxSearch("s", api.SearchContextRequest{Query: q, Limit: intp(k), Filters: f})
+					a := answer{ids: searchIDs(res)}
+					for _, r := range res {
+						a.dists = append(a.dists, r.Distance)
+						if f != nil && r.Record.RunID != "rb" {
+							t.Fatalf("filtered search returned %s of run %s", r.Record.ID, r.Record.RunID)
+						}
+					}
+					if len(a.ids) != k {
+						t.Fatalf("%d results, want %d", len(a.ids), k)
+					}
+					before = append(before, a)
+				}
+			}
+			tw.cxMerge("s")
+			var specs []oracle.QuerySpec
+			for _, q := range queries {
+				for _, f := range filters {
+					where := "content_type != '" + ctxstore.ContentTypeTombstone + "'"
+					if f != nil {
+						where += " AND run_id = 'rb'"
+					}
+					specs = append(specs, oracle.QuerySpec{Vector: q, Column: "embedding", Limit: k, BypassIndex: true,
+						DistanceType: metric, Where: where, Columns: []string{"id"}})
+				}
+			}
+			res, err := oracle.New(t).Queries(filepath.Join(tw.dir, "s.context.lance"), specs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				var ids []string
+				var dists []float32
+				for _, row := range r.Rows {
+					var m struct {
+						ID       string  `json:"id"`
+						Distance float64 `json:"_distance"`
+					}
+					if err := json.Unmarshal([]byte(row), &m); err != nil {
+						t.Fatal(err)
+					}
+					ids = append(ids, m.ID)
+					dists = append(dists, float32(m.Distance))
+				}
+				if !slices.Equal(ids, before[i].ids) {
+					t.Fatalf("query %d: lancectx (base+WAL) %v, LanceDB (merged) %v", i, before[i].ids, ids)
+				}
+				for j := range dists {
+					if d := math.Abs(float64(dists[j] - before[i].dists[j])); d > 1e-4*math.Max(1, math.Abs(float64(dists[j]))) {
+						t.Fatalf("query %d rank %d: distance %v, LanceDB %v", i, j, before[i].dists[j], dists[j])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestContextRetrieveHybrid: BM25 over text_payload and the vector channel fuse by
+// reciprocal rank, over base + WAL, with each channel's score reported.
+func TestContextRetrieveHybrid(t *testing.T) {
+	tw := newTestWorker(t, "", nil)
+	tw.cxCreate("h", 2, "l2")
+	tw.cxAdd("h",
+		cxRec("fox", "r", []float32{10, 10}, "the quick brown fox"),
+		cxRec("dog", "r", []float32{0, 1}, "a lazy dog sleeps"),
+		cxRec("both", "r", []float32{0, 0.1}, "fox and dog"),
+	)
+	tw.cxMerge("h")
+	tw.cxAdd("h", cxRec("near", "r", []float32{0, 0}, "nothing relevant"))
+	var out api.RetrieveContextResponse
+	tw.cxJSON("POST", "/api/v1/contexts/h/retrieve", api.RetrieveContextRequest{Text: strp("fox"), Vector: []float32{0, 0}, Limit: intp(4)}, http.StatusOK, &out)
+	ids := resultIDs(out.Results, func(r api.RetrieveContextResult) string { return r.Record.ID })
+	// Vector ranks near, both, dog, fox; text ranks both and fox (BM25: the shorter
+	// document with fox first). both: 1/62 + 1/61; near: 1/61; fox: 1/64 + 1/62; dog: 1/63.
+	if want := []string{"both", "fox", "near", "dog"}; !slices.Equal(ids, want) {
+		t.Fatalf("retrieve %v, want %v", ids, want)
+	}
+	r0 := out.Results[0]
+	if math.Abs(r0.Score-(1.0/62+1.0/61)) > 1e-12 || !slices.Equal(r0.MatchedChannels, []string{"vector", "text"}) ||
+		r0.VectorDistance == nil || math.Abs(float64(*r0.VectorDistance)-0.01) > 1e-6 || r0.TextScore == nil || *r0.TextScore <= 0 {
+		t.Fatalf("first %+v", r0)
+	}
+	if nr := out.Results[2]; nr.TextScore != nil || !slices.Equal(nr.MatchedChannels, []string{"vector"}) {
+		t.Fatalf("near %+v", nr)
+	}
+	// Text only.
+	tw.cxJSON("POST", "/api/v1/contexts/h/retrieve", api.RetrieveContextRequest{Text: strp("DOG")}, http.StatusOK, &out)
+	if ids := resultIDs(out.Results, func(r api.RetrieveContextResult) string { return r.Record.ID }); !slices.Equal(ids, []string{"both", "dog"}) {
+		t.Fatalf("text only %v", ids)
+	}
+}
