@@ -295,7 +295,6 @@ func TestContextRecordRoutes(t *testing.T) {
 	tw2.do("POST", "/api/v1/contexts/mem/search", api.ContentTypeJSON, []byte(`{"query":[1,2,3]}`)).wantError(t, http.StatusBadRequest, api.CodeInvalidRequest)
 }
 
-
 func intp(n int) *int { return &n }
 
 // TestContextSearchEqualsLanceDB: for each metric, a search over base + WAL returns
