@@ -427,3 +427,74 @@ func TestContextRetrieveHybrid(t *testing.T) {
 		t.Fatalf("text only %v", ids)
 	}
 }
+
+// TestContextRoutesServed: the mux serves every context route of the API document
+// (a 2xx for a well-formed call), and answers another method with a JSON 405.
+func TestContextRoutesServed(t *testing.T) {
+	tw := newTestWorker(t, "", nil)
+	n := 0
+	for _, rt := range api.Routes() {
+		if !strings.HasPrefix(rt.Path, "/api/v1/contexts") {
+			continue
+		}
+		name := "s"
+		if rt.Method == "DELETE" && rt.Path == "/api/v1/contexts/{name}" {
+			name = "s2" // created by the POST before it
+		}
+		path := strings.NewReplacer("{name}", name, "{id}", "x").Replace(rt.Path)
+		path, body, ct := contextRouteCall(t, tw, rt, path)
+		if r := tw.do(rt.Method, path, ct, body); r.status >= 300 {
+			t.Errorf("%s %s: %s", rt.Method, path, r)
+		}
+		n++
+	}
+	if n != 20 {
+		t.Fatalf("%d context routes, want the reference's 20", n)
+	}
+	r := tw.do("POST", "/api/v1/contexts/s/records/batch", api.ContentTypeJSON, []byte(`{}`))
+	r.wantError(t, http.StatusMethodNotAllowed, api.CodeInvalidRequest)
+	if allow := r.header.Get("Allow"); allow != "PUT" {
+		t.Fatalf("Allow: %q", allow)
+	}
+	tw.do("PUT", "/api/v1/contexts/s/search", api.ContentTypeJSON, nil).wantError(t, http.StatusMethodNotAllowed, api.CodeInvalidRequest)
+}
+
+// contextRouteCall is TestContextRoutesServed's call of a context route: its store s (and
+// s2 to delete) created on first use, record x in it, a body where one is needed.
+func contextRouteCall(t *testing.T, tw *testWorker, rt api.Route, path string) (string, []byte, string) {
+	t.Helper()
+	if tw.do("GET", "/api/v1/contexts/s", "", nil).status == http.StatusNotFound {
+		tw.cxCreate("s", 2, "l2")
+		x := cxRec("x", "r", []float32{1, 2}, "some text")
+		x.ExternalID, x.BinaryPayload = strp("ex"), []byte("p")
+		tw.cxAdd("s", x)
+	}
+	ct := api.ContentTypeJSON
+	switch rt.Method + " " + rt.Path {
+	case "POST /api/v1/contexts":
+		return path, []byte(`{"name":"s2","embedding_dim":2}`), ct
+	case "POST /api/v1/contexts/{name}/records":
+		return path, []byte(`{"records":[{"id":"y","run_id":"r"}]}`), ct
+	case "PUT /api/v1/contexts/{name}/records":
+		return path, []byte(`{"record":{"run_id":"r","external_id":"ex"}}`), ct
+	case "PUT /api/v1/contexts/{name}/records/batch":
+		return path, []byte(`{"records":[{"run_id":"r","external_id":"ex2"}]}`), ct
+	case "PATCH /api/v1/contexts/{name}/records":
+		return path, []byte(`{"id":"x","patch":{"tenant":"t"}}`), ct
+	case "DELETE /api/v1/contexts/{name}/records":
+		return strings.Replace(path, "s2", "s", 1) + "?external_id=ex2", nil, ""
+	case "GET /api/v1/contexts/{name}/records/by-external-id":
+		return path + "?external_id=ex", nil, ""
+	case "GET /api/v1/contexts/{name}/records/related":
+		return path + "?target_id=x", nil, ""
+	case "DELETE /api/v1/contexts/{name}/records/{id}":
+		return "/api/v1/contexts/s/records/y", nil, ""
+	case "POST /api/v1/contexts/{name}/search":
+		return path, []byte(`{"query":[0,0]}`), ct
+	case "POST /api/v1/contexts/{name}/retrieve":
+		return path, []byte(`{"text":"text"}`), ct
+	case "POST /api/v1/contexts/{name}/compact":
+		return path, []byte(`{}`), ct
+	}
+	return path, nil, ""
+}
