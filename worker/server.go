@@ -495,6 +495,7 @@ func (s *Server) routes() http.Handler {
 		}
 		allowed[path] = append(allowed[path], method)
 	}
+	ctxPaths := http.NewServeMux()
 	metricsHandler := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.log}})
 	mux.Handle("GET /metrics", metricsHandler)
 	allowed["/metrics"] = []string{"GET"}
@@ -511,10 +512,11 @@ func (s *Server) routes() http.Handler {
 		}
 		if strings.HasPrefix(p, "/api/v1/contexts/") {
 			// Literal segments beside {id} (records/batch, records/related): a
-			// method-less pattern would conflict with GET .../records/{id}, so the 405s
-			// are registered per method.
-			for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
-				if !slices.Contains(allowed[p], m) && (m != "GET" || !slices.Contains(allowed[p], "HEAD")) {
+			// method-less pattern would conflict with GET .../records/{id}, so these
+			// 405s live in a mux of their own, asked when nothing else matched.
+			ctxPaths.HandleFunc(p, notAllowed)
+			for _, m := range []string{"GET", "DELETE"} { // else .../records/{id} would answer them
+				if !slices.Contains(allowed[p], m) {
 					mux.HandleFunc(m+" "+p, notAllowed)
 				}
 			}
@@ -523,6 +525,10 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc(p, notAllowed)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := ctxPaths.Handler(r); pattern != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
 		api.WriteError(w, api.NotFound("no route for %s %s", r.Method, truncate(r.URL.Path, 200)))
 	})
 	return s.instrument(mux)
