@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -497,4 +498,134 @@ func contextRouteCall(t *testing.T, tw *testWorker, rt api.Route, path string) (
 		return path, []byte(`{}`), ct
 	}
 	return path, nil, ""
+}
+
+// postJSON is an HTTP POST usable off the test goroutine: errors are returned.
+func postJSON(base, path string, body any, out any) (int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.Post(base+path, api.ContentTypeJSON, strings.NewReader(string(b)))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e api.ErrorResponse
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, fmt.Errorf("POST %s: %d %s: %s", path, resp.StatusCode, e.Error.Code, e.Error.Message)
+	}
+	if out != nil {
+		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode, nil
+}
+
+// TestContextSearchDuringMergesAndCompaction: while records are added one by one and
+// merges and compactions run back to back, searches run continuously, and each finds
+// every record acked before it started (base, pending generations and memtable, as
+// they move between them).
+func TestContextSearchDuringMergesAndCompaction(t *testing.T) {
+	const n = 60
+	tw := newTestWorker(t, "", nil)
+	tw.cxCreate("live", 8, "l2")
+	rng := rand.New(rand.NewPCG(3, 4))
+	vecs := make([][]float32, n)
+	for i := range vecs {
+		vecs[i] = randVec(rng, 8)
+	}
+	var mu sync.Mutex
+	var acked []string
+	writerDone := make(chan error, 1)
+	go func() {
+		for i := range n {
+			id := fmt.Sprintf("w%03d", i)
+			if _, err := postJSON(tw.url, "/api/v1/contexts/live/records", api.AddContextRecordsRequest{Records: []api.AddContextRecord{cxRec(id, "c", vecs[i], "")}}, nil); err != nil {
+				writerDone <- err
+				return
+			}
+			mu.Lock()
+			acked = append(acked, id)
+			mu.Unlock()
+		}
+		writerDone <- nil
+	}()
+	stop := make(chan struct{})
+	type maint struct {
+		merges, compactions, removed int
+		err                          error
+	}
+	maintDone := make(chan maint, 1)
+	go func() {
+		var m maint
+		defer func() { maintDone <- m }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			res, err := tw.srv.mergeWAL(ctx, tw.srv.contexts, "live", true)
+			cancel()
+			if err != nil {
+				m.err = fmt.Errorf("merge: %w", err)
+				return
+			}
+			if res.Reclaimed > 0 {
+				m.merges++
+			}
+			var cr api.ContextCompactResponse
+			if _, err := postJSON(tw.url, "/api/v1/contexts/live/compact", map[string]any{}, &cr); err != nil {
+				m.err = err
+				return
+			}
+			m.compactions++
+			m.removed += cr.FragmentsRemoved
+		}
+	}()
+	searches := 0
+	var werr error
+	for done := false; !done; {
+		select {
+		case werr = <-writerDone:
+			done = true // one more search below sees every record
+		default:
+		}
+		mu.Lock()
+		want := slices.Clone(acked)
+		mu.Unlock()
+		var out api.SearchContextResponse
+		if _, err := postJSON(tw.url, "/api/v1/contexts/live/search", api.SearchContextRequest{Query: vecs[0], Limit: intp(n + 10),
+			Filters: &api.ContextFilters{RunID: strp("c")}}, &out); err != nil {
+			close(stop)
+			<-maintDone
+			t.Fatalf("search %d (%d acked): %v", searches, len(want), err)
+		}
+		got := map[string]bool{}
+		for _, r := range out.Results {
+			got[r.Record.ID] = true
+		}
+		for _, id := range want {
+			if !got[id] {
+				close(stop)
+				<-maintDone
+				t.Fatalf("search %d: acked record %s missing (%d acked, %d found)", searches, id, len(want), len(out.Results))
+			}
+		}
+		searches++
+	}
+	close(stop)
+	m := <-maintDone
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if m.err != nil {
+		t.Fatal(m.err)
+	}
+	t.Logf("%d searches, %d merges, %d compactions removing %d fragments", searches, m.merges, m.compactions, m.removed)
+	if m.merges == 0 || m.removed == 0 {
+		t.Fatalf("no merge (%d) or no compaction that removed fragments (%d) ran during the searches", m.merges, m.removed)
+	}
 }
