@@ -115,11 +115,15 @@ type AddContextRecordsRequest struct {
 }
 
 // AddContextRecordsResponse answers an add: the base version, the ids written (in
-// request order) and their count. The records are durable and visible.
+// request order) and their count.
 type AddContextRecordsResponse struct {
 	Version uint64   `json:"version"`
 	IDs     []string `json:"ids"`
 	Count   int      `json:"count"`
+	// Durable and Visible are always true in a 201: every write of a context store
+	// is sealed before its answer (see AppendResponse).
+	Durable bool `json:"durable"`
+	Visible bool `json:"visible"`
 }
 
 // UpsertContextRecordRequest is the body of PUT /api/v1/contexts/{name}/records.

@@ -305,7 +305,7 @@ func (s *Server) handleContextAdd(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusCreated, api.AddContextRecordsResponse{Version: version, IDs: ids, Count: len(ids)})
+	api.WriteJSON(w, http.StatusCreated, api.AddContextRecordsResponse{Version: version, IDs: ids, Count: len(ids), Durable: true, Visible: true})
 }
 
 // allColumns is every column of the store (rewrites keep every field).

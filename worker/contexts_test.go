@@ -629,3 +629,29 @@ func TestContextSearchDuringMergesAndCompaction(t *testing.T) {
 		t.Fatalf("no merge (%d) or no compaction that removed fragments (%d) ran during the searches", m.merges, m.removed)
 	}
 }
+
+// contextCrash adds records with embeddings and text (every add is sealed; there is
+// no merge route: the background loop merges under load and the final merge runs in
+// process).
+var contextCrash = crashKind{
+	kind:       "context",
+	createPath: "/api/v1/contexts", createBody: `{"name":"crash","embedding_dim":4,"distance_metric":"cosine"}`,
+	appendPath: "/api/v1/contexts/crash/records",
+	getPath:    "/api/v1/contexts/crash/records/",
+	appendBody: func(iter, c, n int, ids, content []string) []byte {
+		recs := make([]api.AddContextRecord, len(ids))
+		for k, id := range ids {
+			recs[k] = cxRec(id, fmt.Sprintf("r%d", c), []float32{1, float32(n), float32(k), float32(iter)}, content[k])
+		}
+		b, _ := json.Marshal(api.AddContextRecordsRequest{Records: recs})
+		return b
+	},
+	listIDs: func(t *testing.T, base string) []string {
+		var out api.ListContextRecordsResponse
+		doHTTP(t, base, "GET", "/api/v1/contexts/crash/records?limit=100000", "", nil).want(t, http.StatusOK, &out)
+		return resultIDs(out.Records, func(r api.ContextRecord) string { return r.ID })
+	},
+}
+
+// TestCrashKill9Context runs crashKill9 on a context store.
+func TestCrashKill9Context(t *testing.T) { crashKill9(t, contextCrash) }
