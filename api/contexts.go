@@ -263,13 +263,8 @@ type RetrieveContextResponse struct {
 	Results []RetrieveContextResult `json:"results"`
 }
 
-// ContextVersionResponse is the answer to GET .../version and POST .../checkout.
+// ContextVersionResponse is the answer to GET .../version.
 type ContextVersionResponse struct {
-	Version uint64 `json:"version"`
-}
-
-// ContextCheckoutRequest is the body of POST .../checkout.
-type ContextCheckoutRequest struct {
 	Version uint64 `json:"version"`
 }
 
