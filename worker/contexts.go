@@ -396,6 +396,11 @@ func (s *Server) upsert(ctx context.Context, name string, recs []api.ContextReco
 		if err != nil {
 			return nil, err
 		}
+		if results != nil && appliedAlready(recs, exts, hs) {
+			// A retry (withWriter reopened a fenced shard) after the first attempt's
+			// entry was written: every new record is its external id's head already.
+			return nil, nil
+		}
 		now := s.cfg.Now().UTC()
 		results = make([]api.UpsertContextResult, len(recs))
 		var rows []api.ContextRecord
@@ -420,6 +425,17 @@ func (s *Server) upsert(ctx context.Context, name string, recs []api.ContextReco
 		return rows, nil
 	})
 	return version, results, err
+}
+
+// appliedAlready reports whether every record of recs is already the head of its
+// external id (the write of an earlier attempt of the same request).
+func appliedAlready(recs []api.ContextRecord, exts []string, hs map[string]api.ContextRecord) bool {
+	for i, r := range recs {
+		if h, ok := hs[exts[i]]; !ok || h.ID != r.ID {
+			return false
+		}
+	}
+	return true
 }
 
 func upsertKey(key string) error {
@@ -824,12 +840,14 @@ func (s *Server) handleContextRelated(w http.ResponseWriter, r *http.Request) {
 	out := api.ListContextRecordsResponse{Records: []api.ContextRecord{}}
 	err = s.contextRead(r.Context(), name, func(h *handle, sn *wal.Snapshot) error {
 		skip := rq.offset
+		var relErr error
 		recs, err := scanRecords(r.Context(), sn, rq.filter.SQL(), h.cx.opts.Projection(true), func(rows *ctxstore.Rows, i int) bool {
-			if !rq.filter.Live(rows, i) {
+			if relErr != nil || !rq.filter.Live(rows, i) {
 				return false
 			}
 			rels, err := rows.Relationships(i)
 			if err != nil {
+				relErr = err
 				return false
 			}
 			for _, rel := range rels {
@@ -852,6 +870,9 @@ func (s *Server) handleContextRelated(w http.ResponseWriter, r *http.Request) {
 		out.Records = recs
 		if out.Records == nil {
 			out.Records = []api.ContextRecord{}
+		}
+		if err == nil {
+			err = relErr
 		}
 		return err
 	})
