@@ -263,9 +263,16 @@ type RetrieveContextResponse struct {
 	Results []RetrieveContextResult `json:"results"`
 }
 
-// ContextVersionResponse is the answer to GET .../version.
+// ContextVersionResponse is the answer to GET .../version and POST .../checkout.
 type ContextVersionResponse struct {
 	Version uint64 `json:"version"`
+}
+
+// ContextCheckoutRequest is the body of POST .../checkout: version pins the store
+// (on this worker) to that base version; latest unpins it.
+type ContextCheckoutRequest struct {
+	Version *uint64 `json:"version,omitempty"`
+	Latest  bool    `json:"latest,omitempty"`
 }
 
 // ContextCompactRequest is the body of POST .../compact (every field optional).

@@ -79,6 +79,7 @@ func Routes() []Route {
 		{"POST", "/api/v1/contexts/{name}/search"},
 		{"POST", "/api/v1/contexts/{name}/retrieve"},
 		{"GET", "/api/v1/contexts/{name}/version"},
+		{"POST", "/api/v1/contexts/{name}/checkout"},
 		{"POST", "/api/v1/contexts/{name}/compact"},
 		{"GET", "/api/v1/contexts/{name}/compact/stats"},
 	}

@@ -35,6 +35,7 @@ func TestOpenAPIContextSchemasMatchTheGoTypes(t *testing.T) {
 		"RetrieveContextResult":        reflect.TypeFor[RetrieveContextResult](),
 		"RetrieveContextResponse":      reflect.TypeFor[RetrieveContextResponse](),
 		"ContextVersionResponse":       reflect.TypeFor[ContextVersionResponse](),
+		"ContextCheckoutRequest":       reflect.TypeFor[ContextCheckoutRequest](),
 		"ContextCompactRequest":        reflect.TypeFor[ContextCompactRequest](),
 		"ContextCompactResponse":       reflect.TypeFor[ContextCompactResponse](),
 		"ContextCompactStatsResponse":  reflect.TypeFor[ContextCompactStatsResponse](),

@@ -35,6 +35,7 @@ type cxState struct {
 
 	mu               sync.Mutex
 	busy             map[string]bool
+	pinned           *lance.Dataset // the checked-out base version (nil: latest + WAL)
 	compacting       bool
 	lastCompaction   int64 // Unix ms, 0: never
 	lastCompactError string
@@ -212,9 +213,12 @@ func (s *Server) contextBody(r *http.Request, v any) (string, error) {
 // nothing to write), appends them as one WAL entry and seals it. It returns the base
 // version the handle knows.
 func (s *Server) contextWrite(ctx context.Context, name string, keys []string,
-	build func(h *handle, sn *wal.Snapshot) ([]api.ContextRecord, error)) (uint64, error) {
+	build func(h *handle, sn cxView) ([]api.ContextRecord, error)) (uint64, error) {
 	var version uint64
 	err := s.withWriter(ctx, s.contexts, name, func(h *handle, sh *wal.Shard) error {
+		if pin := h.cx.pinnedBase(); pin != nil {
+			return errPinned(name, pin.Version())
+		}
 		release, err := h.cx.reserve(keys)
 		if err != nil {
 			return err
@@ -300,7 +304,7 @@ func (s *Server) handleContextAdd(w http.ResponseWriter, r *http.Request) {
 	for i := range recs {
 		keys[i], ids[i] = "id:"+recs[i].ID, recs[i].ID
 	}
-	version, err := s.contextWrite(ctx, name, keys, func(*handle, *wal.Snapshot) ([]api.ContextRecord, error) { return recs, nil })
+	version, err := s.contextWrite(ctx, name, keys, func(*handle, cxView) ([]api.ContextRecord, error) { return recs, nil })
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -320,7 +324,7 @@ func allColumns(o ctxstore.Options) []string {
 
 // scanRecords decodes every row of the snapshot that the filter's SQL (and, when
 // live is set, its state checks) keep, with the given columns.
-func scanRecords(ctx context.Context, sn *wal.Snapshot, sql string, cols []string, keep func(*ctxstore.Rows, int) bool) ([]api.ContextRecord, error) {
+func scanRecords(ctx context.Context, sn cxView, sql string, cols []string, keep func(*ctxstore.Rows, int) bool) ([]api.ContextRecord, error) {
 	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: sql})
 	if err != nil {
 		return nil, err
@@ -345,7 +349,7 @@ func scanRecords(ctx context.Context, sn *wal.Snapshot, sql string, cols []strin
 
 // heads returns, per external id, its live head: the record of that external id that
 // no upsert superseded (the newest created_at, then the largest id, if several).
-func heads(ctx context.Context, sn *wal.Snapshot, o ctxstore.Options, exts []string) (map[string]api.ContextRecord, error) {
+func heads(ctx context.Context, sn cxView, o ctxstore.Options, exts []string) (map[string]api.ContextRecord, error) {
 	if len(exts) == 0 {
 		return map[string]api.ContextRecord{}, nil
 	}
@@ -391,7 +395,7 @@ func (s *Server) upsert(ctx context.Context, name string, recs []api.ContextReco
 		keys = append(keys, "external_id:"+*r.ExternalID, "id:"+r.ID)
 	}
 	var results []api.UpsertContextResult
-	version, err := s.contextWrite(ctx, name, keys, func(h *handle, sn *wal.Snapshot) ([]api.ContextRecord, error) {
+	version, err := s.contextWrite(ctx, name, keys, func(h *handle, sn cxView) ([]api.ContextRecord, error) {
 		hs, err := heads(ctx, sn, h.cx.opts, exts)
 		if err != nil {
 			return nil, err
@@ -496,7 +500,7 @@ func (s *Server) handleContextUpsertBatch(w http.ResponseWriter, r *http.Request
 
 // getRecord reads the newest row of id with every column; ok is false when absent
 // or deleted.
-func getRecord(ctx context.Context, sn *wal.Snapshot, o ctxstore.Options, id string) (api.ContextRecord, bool, error) {
+func getRecord(ctx context.Context, sn cxView, o ctxstore.Options, id string) (api.ContextRecord, bool, error) {
 	rec, ok, err := sn.Get(ctx, id, allColumns(o))
 	if err != nil || !ok {
 		return api.ContextRecord{}, false, err
@@ -540,7 +544,7 @@ func (s *Server) handleContextPatch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var out *api.ContextRecord
-	version, err := s.contextWrite(ctx, name, []string{key}, func(h *handle, sn *wal.Snapshot) ([]api.ContextRecord, error) {
+	version, err := s.contextWrite(ctx, name, []string{key}, func(h *handle, sn cxView) ([]api.ContextRecord, error) {
 		var old api.ContextRecord
 		var ok bool
 		var err error
@@ -598,7 +602,7 @@ func (s *Server) handleContextDeleteByExternalID(w http.ResponseWriter, r *http.
 	}
 	ctx := r.Context()
 	n := 0
-	version, err := s.contextWrite(ctx, name, []string{"external_id:" + ext}, func(h *handle, sn *wal.Snapshot) ([]api.ContextRecord, error) {
+	version, err := s.contextWrite(ctx, name, []string{"external_id:" + ext}, func(h *handle, sn cxView) ([]api.ContextRecord, error) {
 		sql := ctxstore.ColContentType + " != " + sqlString(ctxstore.ContentTypeTombstone) + " AND " + ctxstore.ColExternalID + " = " + sqlString(ext)
 		recs, err := scanRecords(ctx, sn, sql, allColumns(h.cx.opts), nil)
 		if err != nil {
@@ -630,7 +634,7 @@ func (s *Server) handleContextDeleteRecord(w http.ResponseWriter, r *http.Reques
 	}
 	ctx := r.Context()
 	n := 0
-	version, err := s.contextWrite(ctx, name, []string{"id:" + id}, func(h *handle, sn *wal.Snapshot) ([]api.ContextRecord, error) {
+	version, err := s.contextWrite(ctx, name, []string{"id:" + id}, func(h *handle, sn cxView) ([]api.ContextRecord, error) {
 		rec, ok, err := getRecord(ctx, sn, h.cx.opts, id)
 		if err != nil || !ok {
 			return nil, err
@@ -645,9 +649,13 @@ func (s *Server) handleContextDeleteRecord(w http.ResponseWriter, r *http.Reques
 	api.WriteJSON(w, http.StatusOK, api.DeleteContextRecordsResponse{Deleted: n, Version: version})
 }
 
-// contextRead runs f on a snapshot of the store.
-func (s *Server) contextRead(ctx context.Context, name string, f func(h *handle, sn *wal.Snapshot) error) error {
+// contextRead runs f on a snapshot of the store, or on the version it is checked
+// out at.
+func (s *Server) contextRead(ctx context.Context, name string, f func(h *handle, sn cxView) error) error {
 	err := s.withShard(ctx, s.contexts, name, func(h *handle) error {
+		if pin := h.cx.pinnedBase(); pin != nil {
+			return f(h, pinnedView{pin})
+		}
 		return s.readRetry(ctx, h, func(sn *wal.Snapshot) error { return f(h, sn) })
 	})
 	return s.toAPIError(ctx, err)
@@ -677,7 +685,7 @@ func (s *Server) handleContextGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out api.GetContextRecordResponse
-	err = s.contextRead(r.Context(), name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(r.Context(), name, func(h *handle, sn cxView) error {
 		rec, ok, err := getRecord(r.Context(), sn, h.cx.opts, id)
 		if ok {
 			out.Record = &rec
@@ -709,7 +717,7 @@ func (s *Server) handleContextGetByExternalID(w http.ResponseWriter, r *http.Req
 		return
 	}
 	var out api.GetContextRecordResponse
-	err = s.contextRead(r.Context(), name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(r.Context(), name, func(h *handle, sn cxView) error {
 		hs, err := heads(r.Context(), sn, h.cx.opts, []string{ext})
 		if rec, ok := hs[ext]; ok {
 			out.Record = &rec
@@ -784,7 +792,7 @@ func (s *Server) handleContextList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.ListContextRecordsResponse{Records: []api.ContextRecord{}}
-	err = s.contextRead(r.Context(), name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(r.Context(), name, func(h *handle, sn cxView) error {
 		skip := rq.offset
 		out.Records = out.Records[:0]
 		recs, err := scanRecords(r.Context(), sn, rq.filter.SQL(), h.cx.opts.Projection(rq.relationships), func(rows *ctxstore.Rows, i int) bool {
@@ -838,7 +846,7 @@ func (s *Server) handleContextRelated(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.ListContextRecordsResponse{Records: []api.ContextRecord{}}
-	err = s.contextRead(r.Context(), name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(r.Context(), name, func(h *handle, sn cxView) error {
 		skip := rq.offset
 		var relErr error
 		recs, err := scanRecords(r.Context(), sn, rq.filter.SQL(), h.cx.opts.Projection(true), func(rows *ctxstore.Rows, i int) bool {
@@ -896,7 +904,7 @@ func (s *Server) handleContextPayload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body []byte
-	err = s.contextRead(r.Context(), name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(r.Context(), name, func(h *handle, sn cxView) error {
 		rec, ok, err := getRecord(r.Context(), sn, h.cx.opts, id)
 		switch {
 		case err != nil:
@@ -931,7 +939,7 @@ func (s *Server) handleContextVersion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var v uint64
-	err = s.contextRead(r.Context(), name, func(_ *handle, sn *wal.Snapshot) error { v = sn.Base().Version(); return nil })
+	err = s.contextRead(r.Context(), name, func(_ *handle, sn cxView) error { v = sn.Base().Version(); return nil })
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -957,6 +965,11 @@ func (s *Server) handleContextCompact(w http.ResponseWriter, r *http.Request) {
 	err = s.withShard(ctx, s.contexts, name, func(h *handle) error {
 		c := h.cx
 		c.mu.Lock()
+		if c.pinned != nil {
+			v := c.pinned.Version()
+			c.mu.Unlock()
+			return errPinned(name, v)
+		}
 		if c.compacting {
 			c.mu.Unlock()
 			return &api.Error{Status: http.StatusConflict, Code: "COMPACTION_IN_PROGRESS", Message: "Compaction already in progress"}
@@ -1020,7 +1033,7 @@ func (s *Server) handleContextCompactStats(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	var out api.ContextCompactStatsResponse
-	err = s.contextRead(r.Context(), name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(r.Context(), name, func(h *handle, sn cxView) error {
 		out.TotalFragments = len(sn.Base().Manifest().GetFragments())
 		c := h.cx
 		c.mu.Lock()

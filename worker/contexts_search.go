@@ -29,14 +29,14 @@ const maxSearchLimit = 1000
 
 // vectorSource ranks some rows of a snapshot into top.
 type vectorSource interface {
-	rank(ctx context.Context, sn *wal.Snapshot, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error
+	rank(ctx context.Context, sn cxView, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error
 }
 
 // exactSource ranks every live row of the snapshot with an embedding by its exact
 // distance to q.
 type exactSource struct{ dist ctxstore.Distance }
 
-func (e exactSource) rank(ctx context.Context, sn *wal.Snapshot, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error {
+func (e exactSource) rank(ctx context.Context, sn cxView, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error {
 	cols := append([]string{ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
 	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: f.SQL()})
 	if err != nil {
@@ -91,7 +91,7 @@ const maxFloat32 = 3.40282346638528859811704183484516925440e+38
 
 // fetchRecords reads the records of ids (in order; ids gone meanwhile are
 // skipped) projected for an answer.
-func fetchRecords(ctx context.Context, sn *wal.Snapshot, h *handle, ids []string, relationships bool) (map[string]api.ContextRecord, error) {
+func fetchRecords(ctx context.Context, sn cxView, h *handle, ids []string, relationships bool) (map[string]api.ContextRecord, error) {
 	cols := h.cx.opts.Projection(relationships)
 	recs, err := sn.GetMany(ctx, ids, cols)
 	if err != nil {
@@ -136,7 +136,7 @@ func (s *Server) handleContextSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	out := api.SearchContextResponse{Results: []api.SearchContextResult{}}
-	err = s.contextRead(ctx, name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(ctx, name, func(h *handle, sn cxView) error {
 		if err := checkVector("query", req.Query, h.cx.opts.EmbeddingDim); err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func (s *Server) handleContextRetrieve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	depth := retrieveDepth(limit)
 	out := api.RetrieveContextResponse{Results: []api.RetrieveContextResult{}}
-	err = s.contextRead(ctx, name, func(h *handle, sn *wal.Snapshot) error {
+	err = s.contextRead(ctx, name, func(h *handle, sn cxView) error {
 		if req.Vector != nil {
 			if err := checkVector("vector", req.Vector, h.cx.opts.EmbeddingDim); err != nil {
 				return err
@@ -281,7 +281,7 @@ func (s *Server) handleContextRetrieve(w http.ResponseWriter, r *http.Request) {
 
 // textCorpus adds the text of every live row the filter keeps to bm: the BM25
 // corpus is what the query may rank (its statistics, N and avgdl, are of it).
-func textCorpus(ctx context.Context, sn *wal.Snapshot, f ctxstore.Filter, bm *ctxstore.BM25) error {
+func textCorpus(ctx context.Context, sn cxView, f ctxstore.Filter, bm *ctxstore.BM25) error {
 	cols := append([]string{ctxstore.ColID, ctxstore.ColTextPayload}, ctxstore.StateColumns...)
 	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: f.SQL()})
 	if err != nil {

@@ -449,8 +449,8 @@ func TestContextRoutesServed(t *testing.T) {
 		}
 		n++
 	}
-	if n != 20 {
-		t.Fatalf("%d context routes, want the reference's 20", n)
+	if n != 21 {
+		t.Fatalf("%d context routes, want the reference's 21", n)
 	}
 	r := tw.do("POST", "/api/v1/contexts/s/records/batch", api.ContentTypeJSON, []byte(`{}`))
 	r.wantError(t, http.StatusMethodNotAllowed, api.CodeInvalidRequest)
@@ -496,6 +496,8 @@ func contextRouteCall(t *testing.T, tw *testWorker, rt api.Route, path string) (
 		return path, []byte(`{"text":"text"}`), ct
 	case "POST /api/v1/contexts/{name}/compact":
 		return path, []byte(`{}`), ct
+	case "POST /api/v1/contexts/{name}/checkout":
+		return path, []byte(`{"latest":true}`), ct
 	}
 	return path, nil, ""
 }
@@ -655,3 +657,55 @@ var contextCrash = crashKind{
 
 // TestCrashKill9Context runs crashKill9 on a context store.
 func TestCrashKill9Context(t *testing.T) { crashKill9(t, contextCrash) }
+
+// TestContextCheckout: a checkout pins the store (on this worker) to a base version:
+// reads see that version alone (the WAL left out), writes and compaction are a 409,
+// an unknown version is a 404; {"latest": true} unpins it.
+func TestContextCheckout(t *testing.T) {
+	tw := newTestWorker(t, "", nil)
+	tw.cxCreate("co", 2, "l2")
+	tw.cxAdd("co", cxRec("a", "r", []float32{0, 0}, "alpha"), cxRec("b", "r", []float32{1, 0}, "beta"))
+	tw.cxMerge("co")
+	var v1 api.ContextVersionResponse
+	tw.do("GET", "/api/v1/contexts/co/version", "", nil).want(t, http.StatusOK, &v1)
+	tw.cxJSON("PATCH", "/api/v1/contexts/co/records", map[string]any{"id": "a", "patch": map[string]any{"tenant": "later"}}, http.StatusOK, nil)
+	tw.cxAdd("co", cxRec("c", "r", []float32{0, 1}, "gamma"))
+	tw.cxMerge("co")
+	tw.cxAdd("co", cxRec("d", "r", []float32{2, 2}, "delta")) // in the WAL only
+
+	listIDs := func() []string {
+		t.Helper()
+		var lr api.ListContextRecordsResponse
+		tw.do("GET", "/api/v1/contexts/co/records", "", nil).want(t, http.StatusOK, &lr)
+		return sorted(resultIDs(lr.Records, func(r api.ContextRecord) string { return r.ID }))
+	}
+	var got api.ContextVersionResponse
+	tw.cxJSON("POST", "/api/v1/contexts/co/checkout", map[string]any{"version": v1.Version}, http.StatusOK, &got)
+	if got.Version != v1.Version {
+		t.Fatalf("checkout answered %+v, want %d", got, v1.Version)
+	}
+	if ids := listIDs(); !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("pinned list %v", ids)
+	}
+	var rec api.GetContextRecordResponse
+	tw.do("GET", "/api/v1/contexts/co/records/a", "", nil).want(t, http.StatusOK, &rec)
+	if rec.Record == nil || rec.Record.Tenant != nil {
+		t.Fatalf("pinned a is not the version's: %+v", rec.Record)
+	}
+	if ids := searchIDs(tw.cxSearch("co", api.SearchContextRequest{Query: []float32{2, 2}})); !slices.Equal(ids, []string{"b", "a"}) {
+		t.Fatalf("pinned search %v", ids)
+	}
+	tw.do("POST", "/api/v1/contexts/co/records", api.ContentTypeJSON, []byte(`{"records":[{"run_id":"r"}]}`)).wantError(t, http.StatusConflict, api.CodeConflict)
+	tw.do("POST", "/api/v1/contexts/co/compact", api.ContentTypeJSON, []byte(`{}`)).wantError(t, http.StatusConflict, api.CodeConflict)
+	tw.do("POST", "/api/v1/contexts/co/checkout", api.ContentTypeJSON, []byte(`{"version":999}`)).wantError(t, http.StatusNotFound, api.CodeNotFound)
+	tw.do("POST", "/api/v1/contexts/co/checkout", api.ContentTypeJSON, []byte(`{"version":1,"latest":true}`)).wantError(t, http.StatusBadRequest, api.CodeInvalidRequest)
+
+	tw.cxJSON("POST", "/api/v1/contexts/co/checkout", map[string]any{"latest": true}, http.StatusOK, &got)
+	if got.Version <= v1.Version {
+		t.Fatalf("unpinned at %d", got.Version)
+	}
+	if ids := listIDs(); !slices.Equal(ids, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("unpinned list %v", ids)
+	}
+	tw.cxAdd("co", cxRec("e", "r", nil, ""))
+}

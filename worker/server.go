@@ -476,6 +476,7 @@ func (s *Server) routes() http.Handler {
 		{"POST /api/v1/contexts/{name}/search", true, s.handleContextSearch},
 		{"POST /api/v1/contexts/{name}/retrieve", true, s.handleContextRetrieve},
 		{"GET /api/v1/contexts/{name}/version", false, s.handleContextVersion},
+		{"POST /api/v1/contexts/{name}/checkout", false, s.handleContextCheckout},
 		{"POST /api/v1/contexts/{name}/compact", true, s.handleContextCompact},
 		{"GET /api/v1/contexts/{name}/compact/stats", false, s.handleContextCompactStats},
 		{"GET /api/v1/health", false, s.handleHealthQuery},

@@ -157,6 +157,13 @@ func contextCases(limits rollouttest.Limits) []hostileCase {
 		bad400("target_rows_per_fragment 0 is refused", "POST", "/api/v1/contexts/{store}/compact", `{"target_rows_per_fragment":0}`),
 		bad400("materialize_deletions 2 is refused", "POST", "/api/v1/contexts/{store}/compact", `{"materialize_deletions":2}`),
 		with(405, api.CodeInvalidRequest, "a POST on records/batch is a 405", "POST", records+"/batch", `{"records":[]}`),
+
+		// Checkout.
+		bad400("a checkout without version or latest is refused", "POST", "/api/v1/contexts/{store}/checkout", `{}`),
+		bad400("a checkout of version 0 is refused", "POST", "/api/v1/contexts/{store}/checkout", `{"version":0}`),
+		bad400("a checkout naming a version and latest is refused", "POST", "/api/v1/contexts/{store}/checkout", `{"version":1,"latest":true}`),
+		bad400("a checkout of a negative version is refused", "POST", "/api/v1/contexts/{store}/checkout", `{"version":-1}`),
+		with(404, api.CodeNotFound, "a checkout of a version the store lacks is a 404", "POST", "/api/v1/contexts/{store}/checkout", `{"version":999}`),
 	}
 }
 
@@ -180,6 +187,7 @@ func contextOK() []okRequest {
 		{method: "POST", path: "/api/v1/contexts/authz/search", body: `{"query":[1,0]}`, status: 200, worker: true},
 		{method: "POST", path: "/api/v1/contexts/authz/retrieve", body: `{"text":"hi"}`, status: 200, worker: true},
 		{method: "GET", path: "/api/v1/contexts/authz/version", status: 200, worker: true},
+		{method: "POST", path: "/api/v1/contexts/authz/checkout", body: `{"latest":true}`, status: 200, worker: true},
 		{method: "POST", path: "/api/v1/contexts/authz/compact", body: `{}`, status: 200, worker: true},
 		{method: "GET", path: "/api/v1/contexts/authz/compact/stats", status: 200, worker: true},
 		{method: "DELETE", path: "/api/v1/contexts/authz/records?external_id=e3", status: 200, worker: true},

@@ -368,6 +368,7 @@ func routes() []route {
 		{"POST", "/api/v1/contexts/{name}/search", "/api/v1/contexts/{name}/search", true, false, false},
 		{"POST", "/api/v1/contexts/{name}/retrieve", "/api/v1/contexts/{name}/retrieve", true, false, false},
 		{"GET", "/api/v1/contexts/{name}/version", "/api/v1/contexts/{name}/version", true, false, false},
+		{"POST", "/api/v1/contexts/{name}/checkout", "/api/v1/contexts/{name}/checkout", true, false, false},
 		{"POST", "/api/v1/contexts/{name}/compact", "/api/v1/contexts/{name}/compact", true, false, false},
 		{"GET", "/api/v1/contexts/{name}/compact/stats", "/api/v1/contexts/{name}/compact/stats", true, false, false},
 		{"GET", "/api/v1/health", "/api/v1/health", false, false, false},
