@@ -709,3 +709,12 @@ func TestContextCheckout(t *testing.T) {
 	}
 	tw.cxAdd("co", cxRec("e", "r", nil, ""))
 }
+
+// contextAccepts are the query parameters of the context routes that take some
+// (TestEveryRouteRefusesUnknownParameters).
+var contextAccepts = map[string]string{
+	"GET /api/v1/contexts/{name}/records":                "this route accepts limit, offset, filters, include_expired, include_retired, include_relationships",
+	"DELETE /api/v1/contexts/{name}/records":             "this route accepts external_id",
+	"GET /api/v1/contexts/{name}/records/by-external-id": "this route accepts external_id",
+	"GET /api/v1/contexts/{name}/records/related":        "this route accepts limit, offset, filters, include_expired, include_retired, include_relationships, target_id, relation",
+}

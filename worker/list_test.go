@@ -149,21 +149,20 @@ func TestEveryRouteRefusesUnknownParameters(t *testing.T) {
 	tw.createStore("q")
 	tw.appendJSON("q", true, rollout.AddRecord{ID: "b", RolloutID: "r", BinaryPayload: []byte("x")})
 	accepts := map[string]string{
-		"POST /api/v1/rollouts/{name}/records":               "this route accepts flush",
-		"GET /api/v1/rollouts/{name}/records":                "this route accepts limit, offset, filter, filters",
-		"GET /api/v1/rollouts/{name}/arrow":                  "this route accepts columns, filter",
-		"POST /api/v1/internal/merge-wal/{name}":             "this route accepts flush",
-		"POST /api/v1/generic/{name}/rows":                   "this route accepts flush",
-		"GET /api/v1/generic/{name}/rows":                    "this route accepts limit, offset, filter",
-		"GET /api/v1/generic/{name}/rows/{id}":               "this route accepts columns",
-		"POST /api/v1/generic/{name}/merge-wal":              "this route accepts flush",
-		"POST /api/v1/datagen/{name}/events":                 "this route accepts checkpoint",
-		"GET /api/v1/datagen/{name}/items/{item_id}":         "this route accepts load_blobs",
-		"GET /api/v1/datagen/{name}/root-status":             "this route accepts ids",
-		"GET /api/v1/contexts/{name}/records":                "this route accepts limit, offset, filters, include_expired, include_retired, include_relationships",
-		"DELETE /api/v1/contexts/{name}/records":             "this route accepts external_id",
-		"GET /api/v1/contexts/{name}/records/by-external-id": "this route accepts external_id",
-		"GET /api/v1/contexts/{name}/records/related":        "this route accepts limit, offset, filters, include_expired, include_retired, include_relationships, target_id, relation",
+		"POST /api/v1/rollouts/{name}/records":       "this route accepts flush",
+		"GET /api/v1/rollouts/{name}/records":        "this route accepts limit, offset, filter, filters",
+		"GET /api/v1/rollouts/{name}/arrow":          "this route accepts columns, filter",
+		"POST /api/v1/internal/merge-wal/{name}":     "this route accepts flush",
+		"POST /api/v1/generic/{name}/rows":           "this route accepts flush",
+		"GET /api/v1/generic/{name}/rows":            "this route accepts limit, offset, filter",
+		"GET /api/v1/generic/{name}/rows/{id}":       "this route accepts columns",
+		"POST /api/v1/generic/{name}/merge-wal":      "this route accepts flush",
+		"POST /api/v1/datagen/{name}/events":         "this route accepts checkpoint",
+		"GET /api/v1/datagen/{name}/items/{item_id}": "this route accepts load_blobs",
+		"GET /api/v1/datagen/{name}/root-status":     "this route accepts ids",
+	}
+	for k, v := range contextAccepts {
+		accepts[k] = v
 	}
 	body := map[string]string{
 		"POST /api/v1/rollouts":                 `{"name":"new-store"}`,
