@@ -3,6 +3,7 @@ package ctxstore
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -127,6 +128,28 @@ func TestDistancesAreLanceDBs(t *testing.T) {
 	// q·v = 4, |q| = 3, |v| = √5
 	if d, want := cosine(q, v), float32(1-4/(3*math.Sqrt(5))); math.Abs(float64(d-want)) > 1e-7 {
 		t.Errorf("cosine %v want %v", d, want)
+	}
+	// Longer than one lane pass (8): against a float64 reference.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{7, 8, 9, 768, 1537} {
+		a, b := make([]float32, n), make([]float32, n)
+		var l, d, na, nb float64
+		for i := range a {
+			a[i], b[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			x, y := float64(a[i]), float64(b[i])
+			l += (x - y) * (x - y)
+			d += x * y
+			na += x * x
+			nb += y * y
+		}
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{{"l2", float64(l2(a, b)), l}, {"dot", float64(dot(a, b)), 1 - d}, {"cosine", float64(cosine(a, b)), 1 - d/math.Sqrt(na*nb)}} {
+			if math.Abs(c.got-c.want) > 1e-5*math.Max(1, math.Abs(c.want)) {
+				t.Errorf("n=%d %s: %v, float64 reference %v", n, c.name, c.got, c.want)
+			}
+		}
 	}
 	if _, ok := DistanceFor("hamming"); ok {
 		t.Error("unknown metric accepted")

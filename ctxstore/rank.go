@@ -15,8 +15,8 @@ import (
 //	cosine: 1 - q·v / (|q| |v|)
 //	dot:    1 - q·v
 //
-// Sums run in float64 and the result is rounded to float32 (LanceDB sums float32 in
-// SIMD lanes, so the two agree to float32 rounding, not bit for bit).
+// Sums run in float32 over eight interleaved lanes, as LanceDB's SIMD kernels do, so
+// the two agree to float32 rounding (not bit for bit: the lane orders differ).
 type Distance func(q, v []float32) float32
 
 // DistanceFor returns the distance of a metric name (l2, cosine, dot); false for an
@@ -34,36 +34,63 @@ func DistanceFor(metric string) (Distance, bool) {
 }
 
 func l2(q, v []float32) float32 {
-	var s float64
-	for i := range q {
-		d := float64(q[i]) - float64(v[i])
-		s += d * d
+	v = v[:len(q)]
+	var s [8]float32
+	i := 0
+	for ; i+8 <= len(q); i += 8 {
+		d0, d1, d2, d3 := q[i]-v[i], q[i+1]-v[i+1], q[i+2]-v[i+2], q[i+3]-v[i+3]
+		d4, d5, d6, d7 := q[i+4]-v[i+4], q[i+5]-v[i+5], q[i+6]-v[i+6], q[i+7]-v[i+7]
+		s[0] += d0 * d0
+		s[1] += d1 * d1
+		s[2] += d2 * d2
+		s[3] += d3 * d3
+		s[4] += d4 * d4
+		s[5] += d5 * d5
+		s[6] += d6 * d6
+		s[7] += d7 * d7
 	}
-	return float32(s)
+	for ; i < len(q); i++ {
+		d := q[i] - v[i]
+		s[0] += d * d
+	}
+	return lanes(&s)
+}
+
+// dotSum is Σ q·v in eight float32 lanes.
+func dotSum(q, v []float32) float32 {
+	v = v[:len(q)]
+	var s [8]float32
+	i := 0
+	for ; i+8 <= len(q); i += 8 {
+		s[0] += q[i] * v[i]
+		s[1] += q[i+1] * v[i+1]
+		s[2] += q[i+2] * v[i+2]
+		s[3] += q[i+3] * v[i+3]
+		s[4] += q[i+4] * v[i+4]
+		s[5] += q[i+5] * v[i+5]
+		s[6] += q[i+6] * v[i+6]
+		s[7] += q[i+7] * v[i+7]
+	}
+	for ; i < len(q); i++ {
+		s[0] += q[i] * v[i]
+	}
+	return lanes(&s)
+}
+
+func lanes(s *[8]float32) float32 {
+	return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))
 }
 
 func cosine(q, v []float32) float32 {
-	var d, nq, nv float64
-	for i := range q {
-		a, b := float64(q[i]), float64(v[i])
-		d += a * b
-		nq += a * a
-		nv += b * b
-	}
+	nq, nv := dotSum(q, q), dotSum(v, v)
 	if nq == 0 || nv == 0 {
 		// LanceDB's cosine of a zero vector is NaN; rank it last instead.
 		return float32(math.Inf(1))
 	}
-	return float32(1 - d/(math.Sqrt(nq)*math.Sqrt(nv)))
+	return 1 - dotSum(q, v)/(float32(math.Sqrt(float64(nq)))*float32(math.Sqrt(float64(nv))))
 }
 
-func dot(q, v []float32) float32 {
-	var d float64
-	for i := range q {
-		d += float64(q[i]) * float64(v[i])
-	}
-	return float32(1 - d)
-}
+func dot(q, v []float32) float32 { return 1 - dotSum(q, v) }
 
 // Candidate is a ranked row: its key and its score in one channel (a distance for
 // vectors, smaller first; a BM25 score for text, larger first).
