@@ -21,7 +21,8 @@
 // The middleware (Authenticator.Wrap) answers 401 with WWW-Authenticate: Bearer for a
 // missing or unknown token and 403 for a known token without the scope a request
 // needs, both with the JSON error envelope of package api: GET and HEAD need read
-// (and POST /api/v1/generic/{name}/batch-get, a read whose ids are a body), every other
+// (and POST /api/v1/generic/{name}/batch-get, a read whose ids are a body, and the
+// context stores' POST .../search and .../retrieve, reads whose query is a body), every other
 // method write, /api/v1/internal/* the internal token, which in turn
 // opens nothing else but /api/v1/health and /metrics. Those two are open unless
 // ProtectHealthAndMetrics is set.

@@ -271,6 +271,9 @@ func classify(escaped string) routeClass {
 		return classInternal
 	case len(segs) == 5 && segs[0] == "api" && segs[1] == "v1" && segs[2] == "generic" && segs[4] == "batch-get":
 		return classReadPost
+	case len(segs) == 5 && segs[0] == "api" && segs[1] == "v1" && segs[2] == "contexts" && (segs[4] == "search" || segs[4] == "retrieve"):
+		// Context searches: reads whose query is a body.
+		return classReadPost
 	}
 	return classPublic
 }

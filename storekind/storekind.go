@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lancectx/lancectx/ctxstore"
 	"github.com/lancectx/lancectx/datagen"
 	"github.com/lancectx/lancectx/generic"
 	"github.com/lancectx/lancectx/objstore"
@@ -42,10 +43,13 @@ var (
 	// Datagen stores: the append-only event logs of data-generation pipelines
 	// (`/api/v1/datagen`).
 	Datagen = Kind{Name: "datagen", Noun: "datagen store", KeyColumn: datagen.KeyColumn}
+	// Context stores: agent memory with vector and hybrid search
+	// (`/api/v1/contexts`).
+	Context = Kind{Name: "context", Noun: "context store", KeyColumn: ctxstore.KeyColumn}
 )
 
 // all is every kind; Rollout first (the default where a kind is not given).
-var all = []Kind{Rollout, Generic, Datagen}
+var all = []Kind{Rollout, Generic, Datagen, Context}
 
 // All returns every kind, Rollout first.
 func All() []Kind { return append([]Kind(nil), all...) }

@@ -18,6 +18,7 @@ var (
 	kindRollout = storekind.Rollout.Name
 	kindGeneric = storekind.Generic.Name
 	kindDatagen = storekind.Datagen.Name
+	kindContext = storekind.Context.Name
 )
 
 // storeKind is what differs between kinds of store; everything else (handles, WAL
@@ -48,7 +49,9 @@ func (s *Server) newKinds() {
 	s.generics.open, s.generics.prepare = openGeneric, checkGeneric
 	s.datagens = newStoreKind(s, storekind.Datagen)
 	s.datagens.open, s.datagens.prepare = openDatagen, checkDatagen
-	s.kinds = []*storeKind{s.rollouts, s.generics, s.datagens}
+	s.contexts = newStoreKind(s, storekind.Context)
+	s.contexts.open, s.contexts.prepare = openContext, checkContext
+	s.kinds = []*storeKind{s.rollouts, s.generics, s.datagens, s.contexts}
 	for _, k := range s.kinds {
 		k.stores = newStores(s, k)
 	}

@@ -161,6 +161,9 @@ func TestEveryRouteRefusesUnknownParameters(t *testing.T) {
 		"GET /api/v1/datagen/{name}/items/{item_id}": "this route accepts load_blobs",
 		"GET /api/v1/datagen/{name}/root-status":     "this route accepts ids",
 	}
+	for k, v := range contextAccepts {
+		accepts[k] = v
+	}
 	body := map[string]string{
 		"POST /api/v1/rollouts":                 `{"name":"new-store"}`,
 		"POST /api/v1/rollouts/{name}/records":  `{"records":[{"id":"never","rollout_id":"r"}]}`,

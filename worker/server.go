@@ -39,6 +39,7 @@ type Server struct {
 	rollouts *storeKind
 	generics *storeKind
 	datagens *storeKind
+	contexts *storeKind
 	kinds    []*storeKind
 	handler  http.Handler
 
@@ -457,6 +458,27 @@ func (s *Server) routes() http.Handler {
 		{"GET /api/v1/datagen/{name}/root-status", false, s.handleDatagenRootStatus},
 		{"GET /api/v1/datagen/{name}/roots/{root_item_id}/events", false, s.handleDatagenRootEvents},
 		{"GET /api/v1/datagen/{name}/blobs/{event_id}", false, s.handleDatagenBlob},
+		{"POST /api/v1/contexts", false, s.handleContextCreate},
+		{"GET /api/v1/contexts", false, s.handleContextStores},
+		{"GET /api/v1/contexts/{name}", false, s.handleContextDescribe},
+		{"DELETE /api/v1/contexts/{name}", false, s.handleContextDelete},
+		{"POST /api/v1/contexts/{name}/records", false, s.handleContextAdd},
+		{"PUT /api/v1/contexts/{name}/records", false, s.handleContextUpsert},
+		{"PUT /api/v1/contexts/{name}/records/batch", false, s.handleContextUpsertBatch},
+		{"PATCH /api/v1/contexts/{name}/records", false, s.handleContextPatch},
+		{"GET /api/v1/contexts/{name}/records", true, s.handleContextList},
+		{"DELETE /api/v1/contexts/{name}/records", false, s.handleContextDeleteByExternalID},
+		{"GET /api/v1/contexts/{name}/records/by-external-id", false, s.handleContextGetByExternalID},
+		{"GET /api/v1/contexts/{name}/records/related", true, s.handleContextRelated},
+		{"GET /api/v1/contexts/{name}/records/{id}", false, s.handleContextGet},
+		{"DELETE /api/v1/contexts/{name}/records/{id}", false, s.handleContextDeleteRecord},
+		{"GET /api/v1/contexts/{name}/records/{id}/payload", false, s.handleContextPayload},
+		{"POST /api/v1/contexts/{name}/search", true, s.handleContextSearch},
+		{"POST /api/v1/contexts/{name}/retrieve", true, s.handleContextRetrieve},
+		{"GET /api/v1/contexts/{name}/version", false, s.handleContextVersion},
+		{"POST /api/v1/contexts/{name}/checkout", false, s.handleContextCheckout},
+		{"POST /api/v1/contexts/{name}/compact", true, s.handleContextCompact},
+		{"GET /api/v1/contexts/{name}/compact/stats", false, s.handleContextCompactStats},
 		{"GET /api/v1/health", false, s.handleHealthQuery},
 		{"GET /api/v1/openapi.json", false, s.handleOpenAPI},
 	}
@@ -474,6 +496,7 @@ func (s *Server) routes() http.Handler {
 		}
 		allowed[path] = append(allowed[path], method)
 	}
+	ctxPaths := http.NewServeMux()
 	metricsHandler := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.log}})
 	mux.Handle("GET /metrics", metricsHandler)
 	allowed["/metrics"] = []string{"GET"}
@@ -483,13 +506,30 @@ func (s *Server) routes() http.Handler {
 		if slices.Contains(allowed[p], "GET") {
 			allow += ", HEAD"
 		}
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+		notAllowed := func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			api.WriteError(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: api.CodeInvalidRequest,
 				Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, p, allow)})
-		})
+		}
+		if strings.HasPrefix(p, "/api/v1/contexts/") {
+			// Literal segments beside {id} (records/batch, records/related): a
+			// method-less pattern would conflict with GET .../records/{id}, so these
+			// 405s live in a mux of their own, asked when nothing else matched.
+			ctxPaths.HandleFunc(p, notAllowed)
+			for _, m := range []string{"GET", "DELETE"} { // else .../records/{id} would answer them
+				if !slices.Contains(allowed[p], m) {
+					mux.HandleFunc(m+" "+p, notAllowed)
+				}
+			}
+			continue
+		}
+		mux.HandleFunc(p, notAllowed)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := ctxPaths.Handler(r); pattern != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
 		api.WriteError(w, api.NotFound("no route for %s %s", r.Method, truncate(r.URL.Path, 200)))
 	})
 	return s.instrument(mux)

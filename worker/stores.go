@@ -63,6 +63,8 @@ type handle struct {
 	sealOnAdd bool
 	// dg: a datagen store's in-flight reservations (set by open).
 	dg *dgState
+	// cx: a context store's options and write reservations (set by open).
+	cx *cxState
 	// shard is nil until the first write opens it (stores.writer).
 	shard atomic.Pointer[wal.Shard]
 

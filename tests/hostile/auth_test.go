@@ -47,10 +47,10 @@ func okRequests() []okRequest {
 	}
 }
 
-// allOKRequests are okRequests and the generic and datagen stores' (genericOK,
-// datagenOK).
+// allOKRequests are okRequests and the generic, datagen and context stores'
+// (genericOK, datagenOK, contextOK).
 func allOKRequests() []okRequest {
-	return append(append(okRequests(), genericOK()...), datagenOK()...)
+	return append(append(append(okRequests(), genericOK()...), datagenOK()...), contextOK()...)
 }
 
 func send(t *testing.T, base, method, path, authz, body string) (int, http.Header, []byte) {
@@ -132,7 +132,8 @@ func TestEveryRouteUnderAuth(t *testing.T) {
 				switch {
 				case r.internal:
 					good, lacking, otherKind = tokInternal, tokRW, tokRW
-				case r.method == "GET" || strings.HasSuffix(r.path, "/batch-get"):
+				case r.method == "GET" || strings.HasSuffix(r.path, "/batch-get") ||
+					strings.HasSuffix(r.path, "/search") || strings.HasSuffix(r.path, "/retrieve"):
 					lacking = tokWrite
 				}
 				for _, c := range []struct {

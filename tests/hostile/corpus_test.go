@@ -290,6 +290,7 @@ func loadCorpus(t *testing.T) []hostileCase {
 	}
 	cases = append(cases, genericCases(rc.Limits)...)
 	cases = append(cases, datagenCases(rc.Limits)...)
+	cases = append(cases, contextCases(rc.Limits)...)
 	cases = append(cases, generated()...)
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -347,6 +348,29 @@ func routes() []route {
 		{"GET", "/api/v1/datagen/{name}/root-status", "/api/v1/datagen/{name}/root-status", true, false, false},
 		{"GET", "/api/v1/datagen/{name}/roots/{root_item_id}/events", "/api/v1/datagen/{name}/roots/seed-1/events", true, false, false},
 		{"GET", "/api/v1/datagen/{name}/blobs/{event_id}", "/api/v1/datagen/{name}/blobs/seed-e3", true, false, false},
+		// Context ids sit in the targets as the seeded record where a missing record
+		// is not a null answer (payload, delete); queries carry the required parameter.
+		{"POST", "/api/v1/contexts", "/api/v1/contexts", false, false, false},
+		{"GET", "/api/v1/contexts", "/api/v1/contexts", false, false, false},
+		{"GET", "/api/v1/contexts/{name}", "/api/v1/contexts/{name}", true, false, false},
+		{"DELETE", "/api/v1/contexts/{name}", "/api/v1/contexts/{name}", true, false, false},
+		{"POST", "/api/v1/contexts/{name}/records", "/api/v1/contexts/{name}/records", true, false, false},
+		{"PUT", "/api/v1/contexts/{name}/records", "/api/v1/contexts/{name}/records", true, false, false},
+		{"PUT", "/api/v1/contexts/{name}/records/batch", "/api/v1/contexts/{name}/records/batch", true, false, false},
+		{"PATCH", "/api/v1/contexts/{name}/records", "/api/v1/contexts/{name}/records", true, false, false},
+		{"GET", "/api/v1/contexts/{name}/records", "/api/v1/contexts/{name}/records", true, false, false},
+		{"DELETE", "/api/v1/contexts/{name}/records", "/api/v1/contexts/{name}/records?external_id=nope", true, false, false},
+		{"GET", "/api/v1/contexts/{name}/records/by-external-id", "/api/v1/contexts/{name}/records/by-external-id?external_id=ext-1", true, false, false},
+		{"GET", "/api/v1/contexts/{name}/records/related", "/api/v1/contexts/{name}/records/related?target_id=seed-1", true, false, false},
+		{"GET", "/api/v1/contexts/{name}/records/{id}", "/api/v1/contexts/{name}/records/{id}", true, true, false},
+		{"DELETE", "/api/v1/contexts/{name}/records/{id}", "/api/v1/contexts/{name}/records/nope", true, false, false},
+		{"GET", "/api/v1/contexts/{name}/records/{id}/payload", "/api/v1/contexts/{name}/records/seed-1/payload", true, false, false},
+		{"POST", "/api/v1/contexts/{name}/search", "/api/v1/contexts/{name}/search", true, false, false},
+		{"POST", "/api/v1/contexts/{name}/retrieve", "/api/v1/contexts/{name}/retrieve", true, false, false},
+		{"GET", "/api/v1/contexts/{name}/version", "/api/v1/contexts/{name}/version", true, false, false},
+		{"POST", "/api/v1/contexts/{name}/checkout", "/api/v1/contexts/{name}/checkout", true, false, false},
+		{"POST", "/api/v1/contexts/{name}/compact", "/api/v1/contexts/{name}/compact", true, false, false},
+		{"GET", "/api/v1/contexts/{name}/compact/stats", "/api/v1/contexts/{name}/compact/stats", true, false, false},
 		{"GET", "/api/v1/health", "/api/v1/health", false, false, false},
 		{"GET", "/api/v1/openapi.json", "/api/v1/openapi.json", false, false, false},
 		{"GET", "/metrics", "/metrics", false, false, false},
@@ -372,7 +396,10 @@ func (r route) fill(name, id string) string {
 func (r route) internal() bool { return strings.HasPrefix(r.pattern, "/api/v1/internal/") }
 
 // read: the route needs the read scope (GET, and the generic batch get's POST).
-func (r route) read() bool  { return r.method == "GET" || strings.HasSuffix(r.pattern, "/batch-get") }
+func (r route) read() bool {
+	return r.method == "GET" || strings.HasSuffix(r.pattern, "/batch-get") ||
+		(strings.HasPrefix(r.pattern, "/api/v1/contexts/") && (strings.HasSuffix(r.pattern, "/search") || strings.HasSuffix(r.pattern, "/retrieve")))
+}
 func (r route) probe() bool { return r.pattern == "/api/v1/health" || r.pattern == "/metrics" }
 
 // generated crosses every route with the hostile families: methods it does not take,
@@ -536,6 +563,7 @@ func TestHostileCorpus(t *testing.T) {
 	st.seed()
 	st.seedGeneric()
 	st.seedDatagen()
+	st.seedContext()
 	// The experiment's stats row, for the master's searches.
 	st.must("POST", "/api/v1/experiments/"+store+"/rescan", tokRW, "", http.StatusOK, nil)
 	before := st.state()

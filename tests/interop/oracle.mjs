@@ -378,7 +378,7 @@ async function indexList(tbl) {
 
 // runQuery runs one query spec against tbl and returns {rows} (canonical JSON lines in result order)
 // or, with spec.explain, {plan}. A spec is a plain scan/filter ({where, columns, limit, withRowId}), a
-// vector search (vector: [numbers], column, limit, nprobes, refineFactor, bypassIndex) or a full text
+// vector search (vector: [numbers], column, limit, nprobes, refineFactor, bypassIndex, distanceType) or a full text
 // search (fts: text, column, limit); where, columns and withRowId apply to all three. The spec
 // {listIndices: true} returns {indices} as the indices command prints them.
 async function runQuery(tbl, spec) {
@@ -400,7 +400,7 @@ async function runQuery(tbl, spec) {
     if (spec.bypassIndex) q = q.bypassVectorIndex();
     if (spec.distanceType !== undefined) q = q.distanceType(spec.distanceType);
   } else {
-    if (spec.nprobes !== undefined || spec.refineFactor !== undefined || spec.bypassIndex || spec.distanceType !== undefined) throw new UsageError("nprobes, refineFactor and bypassIndex are for vector searches");
+    if (spec.nprobes !== undefined || spec.refineFactor !== undefined || spec.bypassIndex || spec.distanceType !== undefined) throw new UsageError("nprobes, refineFactor, bypassIndex and distanceType are for vector searches");
     q = tbl.query();
     if (spec.fts !== undefined) q = q.fullTextSearch(String(spec.fts), spec.column === undefined ? {} : { columns: [spec.column] });
     else if (spec.column !== undefined) throw new UsageError("column is for vector and full text searches");
