@@ -61,6 +61,7 @@ func Routes() []Route {
 		{"GET", "/api/v1/datagen/{name}/blobs/{event_id}"},
 		{"GET", "/api/v1/health"},
 		{"GET", "/metrics"},
+		{"GET", "/api/v1/openapi.json"},
 		{"POST", "/api/v1/contexts"},
 		{"GET", "/api/v1/contexts"},
 		{"GET", "/api/v1/contexts/{name}"},

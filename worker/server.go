@@ -42,6 +42,8 @@ type Server struct {
 	contexts *storeKind
 	kinds    []*storeKind
 	handler  http.Handler
+	// served is every route the handler registers (Routes).
+	served []api.Route
 
 	// mergeSlots bounds merges running at once (background and requested).
 	mergeSlots chan struct{}
@@ -130,6 +132,10 @@ func (s *Server) Config() Config { return s.cfg }
 
 // Handler is the worker's HTTP API (api.Routes()), /metrics included.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Routes is every route Handler serves. A test holds it equal to api.Routes() (plus
+// the OpenAPI document's own route), which the OpenAPI document is checked against.
+func (s *Server) Routes() []api.Route { return slices.Clone(s.served) }
 
 // WALMetrics is the worker's WAL instrumentation, registered on Config.Registerer,
 // for another component of the same process that runs WAL work (the master's merges
@@ -491,6 +497,7 @@ func (s *Server) routes() http.Handler {
 			timeout = s.cfg.StreamTimeout
 		}
 		mux.Handle(r.pattern, withTimeout(timeout, s.cfg.RequestTimeout, r.h))
+		s.served = append(s.served, api.Route{Method: method, Path: path})
 		if _, ok := allowed[path]; !ok {
 			paths = append(paths, path)
 		}
@@ -499,6 +506,7 @@ func (s *Server) routes() http.Handler {
 	ctxPaths := http.NewServeMux()
 	metricsHandler := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.log}})
 	mux.Handle("GET /metrics", metricsHandler)
+	s.served = append(s.served, api.Route{Method: "GET", Path: "/metrics"})
 	allowed["/metrics"] = []string{"GET"}
 	paths = append(paths, "/metrics")
 	for _, p := range paths {
