@@ -102,7 +102,10 @@ func TestQuickStart(t *testing.T) {
 	}
 	all := strings.Join(outputs, "\n")
 	for _, want := range []string{`"name":"demo"`, `"count":2`, `"id":"step-1"`, `"id":"step-2"`, `"experiments":[{"name":"demo"`,
-		`"chain":[`, "step-1", "What is 2+2?"} {
+		`"chain":[`, "step-1", "What is 2+2?",
+		"<title>lancectx</title>", // the web UI's page
+		"[['traj-1', 2, 1]]"} {  // the Python client's SQL answer
+
 		if !strings.Contains(all, want) {
 			t.Errorf("the quick start's output lacks %s:\n%s", want, all)
 		}
@@ -197,6 +200,7 @@ func runQuickStartLine(t *testing.T, line, root, addr, dataDir string) (string, 
 		}
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], `"`+filepath.ToSlash(rel)+`"`, strconv.Quote(dataDir))
+			args[i] = strings.ReplaceAll(args[i], "localhost:3000", addr) // the Python client's server
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		defer cancel()
