@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -40,8 +41,8 @@ var httpMethods = []string{"get", "put", "post", "delete", "patch", "head", "opt
 
 func TestOpenAPIListsEveryRouteAndNothingElse(t *testing.T) {
 	doc := parseOpenAPI(t)
-	if !strings.HasPrefix(doc.OpenAPI, "3.") {
-		t.Fatalf("openapi = %q, want 3.x", doc.OpenAPI)
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi = %q, want 3.1.0", doc.OpenAPI)
 	}
 	if doc.Info["title"] == nil || doc.Info["version"] == nil {
 		t.Fatal("info lacks title or version")
@@ -239,4 +240,48 @@ func TestOpenAPIReturnsACopy(t *testing.T) {
 	if OpenAPI()[0] == 'X' {
 		t.Fatal("OpenAPI returned the embedded bytes")
 	}
+}
+
+// TestOpenAPIIs31: the document is OpenAPI 3.1, whose schemas are JSON Schema 2020-12:
+// nullability is a "null" member of the type (3.0's `nullable` keyword is gone), and
+// every type names JSON Schema's types.
+func TestOpenAPIIs31(t *testing.T) {
+	var doc any
+	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	types := []string{"null", "boolean", "object", "array", "number", "string", "integer"}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if _, ok := x["nullable"]; ok && !strings.HasSuffix(path, "/properties") {
+				t.Errorf("%s: `nullable` is OpenAPI 3.0; 3.1 writes a \"null\" type", path)
+			}
+			if ty, ok := x["type"]; ok && !strings.HasSuffix(path, "/properties") {
+				var names []any
+				switch tt := ty.(type) {
+				case string:
+					names = []any{tt}
+				case []any:
+					names = tt
+				default:
+					t.Errorf("%s: type %v", path, ty)
+				}
+				for _, n := range names {
+					if s, ok := n.(string); !ok || !slices.Contains(types, s) {
+						t.Errorf("%s: type %v is not a JSON Schema type", path, n)
+					}
+				}
+			}
+			for k, e := range x {
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s/%d", path, i), e)
+			}
+		}
+	}
+	walk("#", doc)
 }
