@@ -104,7 +104,7 @@ func TestQuickStart(t *testing.T) {
 	for _, want := range []string{`"name":"demo"`, `"count":2`, `"id":"step-1"`, `"id":"step-2"`, `"experiments":[{"name":"demo"`,
 		`"chain":[`, "step-1", "What is 2+2?",
 		"<title>lancectx</title>", // the web UI's page
-		"[['traj-1', 2, 1]]"} {  // the Python client's SQL answer
+		"[['traj-1', 2, 1]]"} {    // the Python client's SQL answer
 
 		if !strings.Contains(all, want) {
 			t.Errorf("the quick start's output lacks %s:\n%s", want, all)
