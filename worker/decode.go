@@ -83,11 +83,13 @@ func DecodeAppendArrow(r *http.Request, opts rollout.DecodeOptions) ([]arrow.Rec
 	if r.Body == nil {
 		return nil, api.InvalidRequest("request body is empty; send an Arrow IPC stream")
 	}
-	body, err := api.ReadBody(r.Body, opts.MaxBodyBytes, r.ContentLength)
+	// A fresh buffer (the batches may point into it), with room for the declared
+	// length plus bytes.MinRead so that reading it never regrows it.
+	bb, err := readBodyInto(new(bytes.Buffer), r.Body, opts.MaxBodyBytes, r.ContentLength)
 	if err != nil {
 		return nil, err
 	}
-	return rollout.ParseAppendArrow(body, opts)
+	return rollout.ParseAppendArrow(bb.Bytes(), opts)
 }
 
 // decodeAppendRequestPooled is DecodeAppendRequest for the append handler: a JSON
@@ -137,14 +139,26 @@ func putBodyBuf(b *bytes.Buffer) {
 
 // readBodyPooled is api.ReadBody into a pooled buffer (same limits and errors). The
 // buffer gets room for the declared length plus bytes.MinRead up front, so reading a
-// body of the declared length never grows it.
+// body of the declared length never grows it (bytes.Buffer.ReadFrom grows whenever
+// less than MinRead is free, which doubled a buffer sized to the exact length).
 func readBodyPooled(r io.Reader, maxBytes, sizeHint int64) (*bytes.Buffer, error) {
-	if sizeHint > maxBytes {
-		return nil, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", sizeHint, maxBytes)
-	}
 	b, _ := bodyBufs.Get().(*bytes.Buffer)
 	if b == nil {
 		b = new(bytes.Buffer)
+	}
+	b, err := readBodyInto(b, r, maxBytes, sizeHint)
+	if err != nil {
+		putBodyBuf(b)
+		return nil, err
+	}
+	return b, nil
+}
+
+// readBodyInto reads a body into b (empty) within maxBytes, with api.ReadBody's errors.
+// It returns b, also with an error.
+func readBodyInto(b *bytes.Buffer, r io.Reader, maxBytes, sizeHint int64) (*bytes.Buffer, error) {
+	if sizeHint > maxBytes {
+		return b, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", sizeHint, maxBytes)
 	}
 	if sizeHint > 0 {
 		b.Grow(int(min(sizeHint, maxBodyPrealloc)) + bytes.MinRead)
@@ -153,16 +167,14 @@ func readBodyPooled(r io.Reader, maxBytes, sizeHint int64) (*bytes.Buffer, error
 	}
 	n, err := b.ReadFrom(io.LimitReader(r, maxBytes+1))
 	if err != nil {
-		putBodyBuf(b)
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, api.PayloadTooLarge("request body is larger than the limit of %d bytes", mbe.Limit).WithCause(err)
+			return b, api.PayloadTooLarge("request body is larger than the limit of %d bytes", mbe.Limit).WithCause(err)
 		}
-		return nil, api.InvalidRequest("could not read the request body").WithCause(err)
+		return b, api.InvalidRequest("could not read the request body").WithCause(err)
 	}
 	if n > maxBytes {
-		putBodyBuf(b)
-		return nil, api.PayloadTooLarge("request body is larger than the limit of %d bytes", maxBytes)
+		return b, api.PayloadTooLarge("request body is larger than the limit of %d bytes", maxBytes)
 	}
 	return b, nil
 }
