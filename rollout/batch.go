@@ -73,7 +73,7 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 				}
 			}
 			if !anySet {
-				arr = nullColumn(pc.field.Type, n)
+				arr = pc.nulls(n)
 				break
 			}
 			var err error
@@ -105,6 +105,29 @@ type planCol struct {
 	// except for relationships, where an empty list is not null yet sets nothing a
 	// store must have a column for.
 	present func(*AddRecord) bool
+	// lastNulls is the all-null column of the last length asked for: appends of one
+	// client are mostly the same size, and an all-null column is immutable, so
+	// batches share it.
+	lastNulls *atomic.Pointer[nullCol]
+}
+
+type nullCol struct {
+	n   int
+	arr arrow.Array
+}
+
+// nulls returns a column of n nulls of the column's type (the caller releases it).
+func (pc planCol) nulls(n int) arrow.Array {
+	if c := pc.lastNulls.Load(); c != nil && c.n == n && c.arr.Data().Buffers() != nil {
+		// (Buffers is nil only if a caller released the column more often than it
+		// retained it; then it is rebuilt rather than handed out broken.)
+		c.arr.Retain()
+		return c.arr
+	}
+	arr := nullColumn(pc.field.Type, n)
+	arr.Retain() // the cache's reference, kept for good
+	pc.lastNulls.Store(&nullCol{n: n, arr: arr})
+	return arr
 }
 
 type missingCol struct {
@@ -148,7 +171,7 @@ func planFor(s *arrow.Schema) (*batchPlan, error) {
 		case !arrow.TypeEqual(f.Type, col.typ):
 			return nil, fmt.Errorf("rollout: dataset column %q has type %s; the rollout schema has %s", f.Name, f.Type, col.typ)
 		}
-		pc := planCol{field: f, spec: col, present: col.set}
+		pc := planCol{field: f, spec: col, present: col.set, lastNulls: new(atomic.Pointer[nullCol])}
 		if f.Name == ColRelationships {
 			pc.present = func(r *AddRecord) bool { return r.Relationships != nil }
 		}
