@@ -2,8 +2,10 @@ package rollout
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -136,16 +138,13 @@ type missingCol struct {
 }
 
 // plans caches the plans by schema (a store's schema is one value for the life of its
-// shard). maxPlans bounds it; past that, plans are built per call.
-var (
-	plans     sync.Map // *arrow.Schema -> *batchPlan
-	planCount atomic.Int64
-)
-
-const maxPlans = 4096
+// shard), weakly: an entry goes when its schema is collected (after its shard closed),
+// so a worker that opens and closes many stores does not pin their schemas.
+var plans sync.Map // weak.Pointer[arrow.Schema] -> *batchPlan
 
 func planFor(s *arrow.Schema) (*batchPlan, error) {
-	if p, ok := plans.Load(s); ok {
+	key := weak.Make(s)
+	if p, ok := plans.Load(key); ok {
 		return p.(*batchPlan), nil
 	}
 	p := &batchPlan{}
@@ -177,10 +176,9 @@ func planFor(s *arrow.Schema) (*batchPlan, error) {
 		}
 		p.cols = append(p.cols, pc)
 	}
-	if planCount.Load() < maxPlans {
-		if _, loaded := plans.LoadOrStore(s, p); !loaded {
-			planCount.Add(1)
-		}
+	if _, loaded := plans.LoadOrStore(key, p); !loaded {
+		// The plan holds the fields' types, not the schema: the schema can go.
+		runtime.AddCleanup(s, func(k weak.Pointer[arrow.Schema]) { plans.Delete(k) }, key)
 	}
 	return p, nil
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -101,5 +102,40 @@ func TestNullColumnsMatchArrow(t *testing.T) {
 			}
 		}
 		b.Release()
+	}
+}
+
+// TestPlansGoWithTheirSchema: the plan cached for a store's schema is dropped once the
+// schema is unreachable (a closed store's), so opening and closing stores does not
+// grow the cache.
+func TestPlansGoWithTheirSchema(t *testing.T) {
+	count := func() int {
+		n := 0
+		plans.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	before := count()
+	recs := []AddRecord{{ID: "a", RolloutID: "r", ProblemID: "r", Role: "user", ContentType: DefaultContentType, CreatedAt: fixedClock()}}
+	func() {
+		for range 10 {
+			s := arrow.NewSchema(Schema().Fields(), nil) // a store's own schema value
+			b, err := ToBatch(recs, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Release()
+		}
+	}()
+	if n := count(); n < before+1 {
+		t.Fatalf("%d plans cached after building batches for 10 schemas, %d before", n, before)
+	}
+	// Cleanups run after a collection finds the schemas unreachable; a few cycles
+	// (a count, not a time) let them run.
+	for i := 0; i < 50 && count() > before; i++ {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if n := count(); n > before {
+		t.Fatalf("%d plans still cached after the schemas became unreachable, %d before", n, before)
 	}
 }
