@@ -58,7 +58,7 @@ func WriteDataFile(ctx context.Context, st objstore.Store, key string, sch *sche
 		<-done
 		return DataFileInfo{}, err
 	}
-	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes, Version: format})
+	w, err := file.NewWriter(pw, sch, file.WriterOptions{PageBytes: opts.PageBytes, Version: format, VarBytesHint: opts.VarBytesHint})
 	if err != nil {
 		return fail(err)
 	}

@@ -80,6 +80,9 @@ type WriteOptions struct {
 	MaxBytesPerFile int64
 	// PageBytes is the per-column page buffer of the file writer (default 8 MiB).
 	PageBytes int
+	// VarBytesHint is passed to the file writer (file.WriterOptions.VarBytesHint) by
+	// WriteDataFile: the expected bytes of each top-level string or binary column.
+	VarBytesHint []int64
 	// DataStorageVersion is the data file format of a dataset this write creates ("2.0"
 	// or "2.1"; empty: DefaultDataStorageVersion), also when an overwrite replaces a
 	// dataset. Appends and every other write into an existing dataset use the

@@ -2,6 +2,10 @@ package rollout
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"weak"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -32,51 +36,47 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 			return nil, fieldErr(i, "created_at", "not set")
 		}
 	}
+	p, err := planFor(s)
+	if err != nil {
+		return nil, err
+	}
 	// A field the record sets but the schema lacks would be silently dropped.
-	for i := range rolloutSchema.NumFields() {
-		f := rolloutSchema.Field(i) // Field, not Fields: Fields copies the slice
-		if s.HasField(f.Name) {
-			continue
-		}
-		col := column(f.Name)
-		if col.required {
-			return nil, fmt.Errorf("rollout: dataset schema lacks required column %q", f.Name)
-		}
+	for _, col := range p.missing {
 		for i := range records {
-			if col.set(&records[i]) {
-				return nil, api.InvalidRequest("records[%d].%s: this store's dataset has no %s column", i, f.Name, f.Name)
+			if col.spec.set(&records[i]) {
+				return nil, api.InvalidRequest("records[%d].%s: this store's dataset has no %s column", i, col.name, col.name)
 			}
 		}
 	}
-	cols := make([]arrow.Array, 0, s.NumFields())
+	cols := make([]arrow.Array, 0, len(p.cols))
 	release := func() {
 		for _, c := range cols {
 			c.Release()
 		}
 	}
 	n := len(records)
-	for fi := range s.NumFields() {
-		f := s.Field(fi)
+	for _, pc := range p.cols {
 		var arr arrow.Array
-		col := column(f.Name)
+		col := pc.spec
 		switch {
 		case col.build == nil:
-			if !f.Nullable {
-				release()
-				return nil, fmt.Errorf("rollout: dataset column %q is not nullable and unknown to the rollout schema", f.Name)
-			}
-			arr = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, n)
-		case !arrow.TypeEqual(f.Type, col.typ):
-			release()
-			return nil, fmt.Errorf("rollout: dataset column %q has type %s; the rollout schema has %s", f.Name, f.Type, col.typ)
+			arr = array.MakeArrayOfNull(memory.DefaultAllocator, pc.field.Type, n)
 		default:
-			if !f.Nullable && !col.required {
+			anySet := col.required
+			for i := 0; i < n && !anySet; i++ {
+				anySet = pc.present(&records[i])
+			}
+			if !pc.field.Nullable && !col.required {
 				for i := range records {
 					if !col.set(&records[i]) {
 						release()
-						return nil, api.InvalidRequest("records[%d].%s: required by this store's dataset", i, f.Name)
+						return nil, api.InvalidRequest("records[%d].%s: required by this store's dataset", i, pc.field.Name)
 					}
 				}
+			}
+			if !anySet {
+				arr = pc.nulls(n)
+				break
 			}
 			var err error
 			arr, err = col.build(records)
@@ -90,6 +90,150 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 	rec := array.NewRecordBatch(s, cols, int64(n))
 	release()
 	return rec, nil
+}
+
+// batchPlan is what ToBatch works out once per dataset schema: each column's builder,
+// with the schema's types and nullability checked, and the rollout columns the
+// schema lacks.
+type batchPlan struct {
+	cols    []planCol
+	missing []missingCol
+}
+
+type planCol struct {
+	field arrow.Field
+	spec  colSpec // build is nil for a nullable column unknown to this package
+	// present reports whether a record's value of the column is not null: spec.set,
+	// except for relationships, where an empty list is not null yet sets nothing a
+	// store must have a column for.
+	present func(*AddRecord) bool
+	// lastNulls is the all-null column of the last length asked for: appends of one
+	// client are mostly the same size, and an all-null column is immutable, so
+	// batches share it.
+	lastNulls *atomic.Pointer[nullCol]
+}
+
+type nullCol struct {
+	n   int
+	arr arrow.Array
+}
+
+// nulls returns a column of n nulls of the column's type (the caller releases it).
+func (pc planCol) nulls(n int) arrow.Array {
+	if c := pc.lastNulls.Load(); c != nil && c.n == n && c.arr.Data().Buffers() != nil {
+		// (Buffers is nil only if a caller released the column more often than it
+		// retained it; then it is rebuilt rather than handed out broken.)
+		c.arr.Retain()
+		return c.arr
+	}
+	arr := nullColumn(pc.field.Type, n)
+	arr.Retain() // the cache's reference, kept for good
+	pc.lastNulls.Store(&nullCol{n: n, arr: arr})
+	return arr
+}
+
+type missingCol struct {
+	name string
+	spec colSpec
+}
+
+// plans caches the plans by schema (a store's schema is one value for the life of its
+// shard), weakly: an entry goes when its schema is collected (after its shard closed),
+// so a worker that opens and closes many stores does not pin their schemas.
+var plans sync.Map // weak.Pointer[arrow.Schema] -> *batchPlan
+
+func planFor(s *arrow.Schema) (*batchPlan, error) {
+	key := weak.Make(s)
+	if p, ok := plans.Load(key); ok {
+		return p.(*batchPlan), nil
+	}
+	p := &batchPlan{}
+	for i := range rolloutSchema.NumFields() {
+		f := rolloutSchema.Field(i) // Field, not Fields: Fields copies the slice
+		if s.HasField(f.Name) {
+			continue
+		}
+		col := column(f.Name)
+		if col.required {
+			return nil, fmt.Errorf("rollout: dataset schema lacks required column %q", f.Name)
+		}
+		p.missing = append(p.missing, missingCol{name: f.Name, spec: col})
+	}
+	for fi := range s.NumFields() {
+		f := s.Field(fi)
+		col := column(f.Name)
+		switch {
+		case col.build == nil:
+			if !f.Nullable {
+				return nil, fmt.Errorf("rollout: dataset column %q is not nullable and unknown to the rollout schema", f.Name)
+			}
+		case !arrow.TypeEqual(f.Type, col.typ):
+			return nil, fmt.Errorf("rollout: dataset column %q has type %s; the rollout schema has %s", f.Name, f.Type, col.typ)
+		}
+		pc := planCol{field: f, spec: col, present: col.set, lastNulls: new(atomic.Pointer[nullCol])}
+		if f.Name == ColRelationships {
+			pc.present = func(r *AddRecord) bool { return r.Relationships != nil }
+		}
+		p.cols = append(p.cols, pc)
+	}
+	if _, loaded := plans.LoadOrStore(key, p); !loaded {
+		// The plan holds the fields' types, not the schema: the schema can go.
+		runtime.AddCleanup(s, func(k weak.Pointer[arrow.Schema]) { plans.Delete(k) }, key)
+	}
+	return p, nil
+}
+
+// zeros backs the validity bitmaps and offsets of all-null columns: every bit clear
+// and every offset 0 is what a column of n nulls holds. Buffers made with
+// memory.NewBufferBytes are never freed or written through, so every such column can
+// share it; a request's unset optional columns (most of them, usually) then cost no
+// bytes beyond the array headers.
+var zeros = make([]byte, 64<<10)
+
+// nullColumn returns a column of n nulls of type t (one of the rollout column types).
+func nullColumn(t arrow.DataType, n int) arrow.Array {
+	bits := bitutil.BytesForBits(int64(n))
+	var width int64
+	switch t.ID() {
+	case arrow.STRING, arrow.BINARY, arrow.LIST:
+		width = 4
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY, arrow.LARGE_LIST:
+		width = 8
+	case arrow.INT32, arrow.FLOAT32:
+		width = 4
+	case arrow.INT64, arrow.TIMESTAMP:
+		width = 8
+	case arrow.INT8:
+		width = 1
+	case arrow.BOOL:
+		width = 0 // a bitmap, as long as the validity
+	default:
+		return array.MakeArrayOfNull(memory.DefaultAllocator, t, n)
+	}
+	valuesLen := width * int64(n+1)
+	if t.ID() == arrow.BOOL {
+		valuesLen = bits
+	}
+	if max(bits, valuesLen) > int64(len(zeros)) {
+		return array.MakeArrayOfNull(memory.DefaultAllocator, t, n)
+	}
+	validity := memory.NewBufferBytes(zeros[:bits])
+	values := memory.NewBufferBytes(zeros[:valuesLen])
+	var d *array.Data
+	switch t.ID() {
+	case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		d = array.NewData(t, n, []*memory.Buffer{validity, values, memory.NewBufferBytes(zeros[:0])}, nil, n, 0)
+	case arrow.LIST, arrow.LARGE_LIST:
+		child := array.MakeArrayOfNull(memory.DefaultAllocator, t.(arrow.ListLikeType).Elem(), 0)
+		d = array.NewData(t, n, []*memory.Buffer{validity, values}, []arrow.ArrayData{child.Data()}, n, 0)
+		child.Release()
+	default:
+		if t.ID() != arrow.BOOL {
+			values = memory.NewBufferBytes(zeros[:width*int64(n)])
+		}
+		d = array.NewData(t, n, []*memory.Buffer{validity, values}, nil, n, 0)
+	}
+	return fromData(d)
 }
 
 // colSpec says how one rollout column is built from records.

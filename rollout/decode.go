@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/lancectx/lancectx/api"
 )
@@ -66,7 +67,21 @@ func ParseAppendJSON(body []byte, opts DecodeOptions) ([]AddRecord, error) {
 	if int64(len(body)) > opts.MaxBodyBytes {
 		return nil, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", len(body), opts.MaxBodyBytes)
 	}
-	return parseAppend(body, opts, false)
+	return parseAppend(body, opts, false, false)
+}
+
+// ParseAppendJSONBorrowed is ParseAppendJSON without copying body: the records'
+// strings point into body itself. The caller owns body and must neither change nor
+// reuse it while any record, or a string taken from one, is still in use (the worker
+// reads each body into a pooled buffer, builds the batch, which copies the values,
+// writes the answer and only then takes the buffer back). It saves a copy of every
+// appended byte.
+func ParseAppendJSONBorrowed(body []byte, opts DecodeOptions) ([]AddRecord, error) {
+	opts = opts.WithDefaults()
+	if int64(len(body)) > opts.MaxBodyBytes {
+		return nil, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", len(body), opts.MaxBodyBytes)
+	}
+	return parseAppend(body, opts, false, true)
 }
 
 // ParseAppendMetadata decodes the metadata part of a multipart append: the JSON of a
@@ -78,15 +93,25 @@ func ParseAppendMetadata(meta []byte, opts DecodeOptions) ([]AddRecord, error) {
 	if int64(len(meta)) > opts.MaxMetadataBytes {
 		return nil, api.PayloadTooLarge("multipart part \"metadata\" is larger than the limit of %d bytes", opts.MaxMetadataBytes)
 	}
-	return parseAppend(meta, opts, true)
+	return parseAppend(meta, opts, true, false)
 }
 
-// parseAppend decodes and validates {"records":[...]}; opts has its defaults.
-func parseAppend(body []byte, opts DecodeOptions, multipart bool) ([]AddRecord, error) {
+// parseAppend decodes and validates {"records":[...]}; opts has its defaults. With
+// borrow, strings alias body (see ParseAppendJSONBorrowed).
+func parseAppend(body []byte, opts DecodeOptions, multipart, borrow bool) ([]AddRecord, error) {
 	if err := appendDecoder.Check(body); err != nil {
 		return nil, err
 	}
-	w, err := decodeAppendFast(body)
+	d := fastDecoder{b: body, wire: getWire()}
+	if borrow && len(body) > 0 {
+		d.s = unsafe.String(&body[0], len(body))
+	} else {
+		d.s = string(body)
+	}
+	w, err := d.decode()
+	if err == nil && w.Records != nil {
+		defer putWire(*w.Records)
+	}
 	if err != nil {
 		// A bug in the fast path must not refuse a valid request: take the slow one.
 		w = appendWire{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // fastDecoder decodes an append body into wire records without reflection. It runs
@@ -18,8 +19,17 @@ import (
 // lives, which for an append is until the batch is built.
 type fastDecoder struct {
 	b   []byte // the body (for metadata, kept raw)
-	s   string // the same bytes as a string (one copy)
+	s   string // the same bytes as a string (one copy, or body itself when borrowed)
 	pos int
+	// wire is reused storage for the records (from wirePool).
+	wire []wireRecord
+	// The optional fields of wireRecord are pointers; they point into these chunks
+	// instead of one allocation each (five to ten per row otherwise).
+	strs  []string
+	i32s  []int32
+	i64s  []int64
+	f32s  []float32
+	bools []bool
 }
 
 // errFastDecode means the body was not what the strict check promised: a bug, never
@@ -32,6 +42,46 @@ func (d *fastDecoder) fail(what string) error {
 
 func decodeAppendFast(body []byte) (appendWire, error) {
 	d := fastDecoder{b: body, s: string(body)}
+	return d.decode()
+}
+
+// wirePool recycles the wire records of the fast decoder: they are garbage as soon as
+// parseAppend has turned them into AddRecords, and at ~400 bytes each they were a
+// tenth of the bytes an append allocated.
+var wirePool sync.Pool
+
+// maxPooledWire bounds the wire slices kept for reuse.
+const maxPooledWire = 4096
+
+func getWire() []wireRecord {
+	if p, ok := wirePool.Get().(*[]wireRecord); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// putWire takes back a wire slice once nothing references its records (the pointers
+// they hold point elsewhere, so AddRecords built from them stay valid).
+func putWire(w []wireRecord) {
+	if cap(w) == 0 || cap(w) > maxPooledWire {
+		return
+	}
+	clear(w[:cap(w)])
+	w = w[:0]
+	wirePool.Put(&w)
+}
+
+// arenaPtr stores v in the chunk *a and returns its address; a full chunk is left to
+// the values pointing into it and a new one started.
+func arenaPtr[T any](a *[]T, v T) *T {
+	if len(*a) == cap(*a) {
+		*a = make([]T, 0, 32)
+	}
+	*a = append(*a, v)
+	return &(*a)[len(*a)-1]
+}
+
+func (d *fastDecoder) decode() (appendWire, error) {
 	var w appendWire
 	d.ws()
 	if !d.eat('{') {
@@ -150,7 +200,7 @@ func (d *fastDecoder) optStr() (*string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &s, nil
+	return arenaPtr(&d.strs, s), nil
 }
 
 // number returns the text of the number at d.pos.
@@ -217,8 +267,7 @@ func (d *fastDecoder) optInt32() (*int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := int32(n)
-	return &v, nil
+	return arenaPtr(&d.i32s, int32(n)), nil
 }
 
 func (d *fastDecoder) optInt64() (*int64, error) {
@@ -229,7 +278,7 @@ func (d *fastDecoder) optInt64() (*int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &n, nil
+	return arenaPtr(&d.i64s, n), nil
 }
 
 func (d *fastDecoder) optFloat32() (*float32, error) {
@@ -240,7 +289,7 @@ func (d *fastDecoder) optFloat32() (*float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &f, nil
+	return arenaPtr(&d.f32s, f), nil
 }
 
 func (d *fastDecoder) optBool() (*bool, error) {
@@ -257,7 +306,7 @@ func (d *fastDecoder) optBool() (*bool, error) {
 	default:
 		return nil, d.fail("expected a boolean")
 	}
-	return &v, nil
+	return arenaPtr(&d.bools, v), nil
 }
 
 // list reads a JSON array of numbers (null gives nil, [] a non-nil empty slice).
@@ -348,7 +397,10 @@ func (d *fastDecoder) records() ([]wireRecord, error) {
 	if !d.eat('[') {
 		return nil, d.fail("expected an array")
 	}
-	out := make([]wireRecord, 0, min(len(d.s)/512+1, 4096)) // records are rarely under 512 bytes
+	out := d.wire[:0]
+	if out == nil {
+		out = make([]wireRecord, 0, min(len(d.s)/512+1, 4096)) // records are rarely under 512 bytes
+	}
 	d.ws()
 	if d.eat(']') {
 		return out, nil

@@ -46,8 +46,11 @@ type rowLoc struct{ b, r int32 }
 
 var noLoc = rowLoc{-1, -1}
 
-func newMemtable() *memtable {
-	return &memtable{index: map[string]rowLoc{}, created: time.Now()}
+func newMemtable() *memtable { return newMemtableSized(0) }
+
+// newMemtableSized is newMemtable with room for keys keys in the index.
+func newMemtableSized(keys int) *memtable {
+	return &memtable{index: make(map[string]rowLoc, keys), created: time.Now()}
 }
 
 // insert adds the batches of one WAL entry (already conformed) with their key strings.

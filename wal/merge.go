@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -30,8 +31,13 @@ const (
 	// mergeCommitAttempts bounds recomputations after concurrent commits.
 	mergeCommitAttempts = 6
 	copyConcurrency     = 4
-	keyReadConcurrency  = 2 // key reads are CPU-bound decoding: leave cores to appends
 )
+
+// keyReadConcurrency is how many generations a merge decodes keys of at once. Key
+// reads are CPU-bound decoding: they take half the cores (at least one) and leave the
+// rest to appends, whose acks otherwise queue behind them for the whole key phase
+// (two readers on a 2-core machine stalled acks for 200 ms).
+func keyReadConcurrency() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // MergeOptions bound one merge pass. Whole generations are taken, oldest first, until a
 // bound is reached; at least one generation is always taken so a pass makes progress.
@@ -329,7 +335,7 @@ func chooseCandidates(gens []Generation, w uint64, opts MergeOptions) []*candida
 // file share one string allocation.
 func (e *mergeEnv) readKeys(ctx context.Context, cands []*candidate, keyID int32, keyOf func(arrow.Array, int) string) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(keyReadConcurrency)
+	g.SetLimit(keyReadConcurrency())
 	for _, c := range cands {
 		g.Go(func() error {
 			key := shardDir(e.shard) + c.Path

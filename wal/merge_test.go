@@ -343,6 +343,15 @@ func TestReadsDuringMerges(t *testing.T) {
 	var wg sync.WaitGroup
 	var writeErr, readErr error
 	var merges atomic.Int64
+	// merged is closed (and replaced) after every merge: writers refused by
+	// backpressure wait on it.
+	var mergedMu sync.Mutex
+	merged := make(chan struct{})
+	mergedSignal := func() <-chan struct{} {
+		mergedMu.Lock()
+		defer mergedMu.Unlock()
+		return merged
+	}
 	writer := func(sh *Shard, prefix string) {
 		defer wg.Done()
 		// A bounded write load: 300 batches, 100 generations per writer, far below the
@@ -354,7 +363,18 @@ func TestReadsDuringMerges(t *testing.T) {
 			default:
 			}
 			rs := rowsOf(fmt.Sprintf("%s%04d-", prefix, i), 0, 3, int64(i))
-			if _, err := sh.Append(context.Background(), makeBatch(rs...)); err != nil {
+			_, err := sh.Append(context.Background(), makeBatch(rs...))
+			for errors.Is(err, ErrBackpressure) {
+				// The writers seal faster than 2-generation merges retire them: wait
+				// for the next merge, then retry.
+				select {
+				case <-mergedSignal():
+				case <-stop:
+					return
+				}
+				_, err = sh.Append(context.Background(), makeBatch(rs...))
+			}
+			if err != nil {
 				writeErr = err
 				return
 			}
@@ -394,6 +414,10 @@ func TestReadsDuringMerges(t *testing.T) {
 				if res.Generations > 0 {
 					merges.Add(1)
 				}
+				mergedMu.Lock()
+				close(merged)
+				merged = make(chan struct{})
+				mergedMu.Unlock()
 			}
 		}
 	}()

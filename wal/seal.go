@@ -27,7 +27,9 @@ func (s *Shard) freezeLocked() {
 		return
 	}
 	s.frozen = append(s.frozen, s.active)
-	s.active = newMemtable()
+	// The next memtable will likely hold as many keys: its index starts at that size
+	// instead of rehashing its way up to it while appends wait on the lock.
+	s.active = newMemtableSized(len(s.active.index))
 }
 
 // signalSealedLocked wakes Flush waiters. s.mu is held.
@@ -117,7 +119,8 @@ func (s *Shard) sealOne(mt *memtable) error {
 		if err != nil {
 			return err
 		}
-		info, err := lance.WriteDataFile(ctx, s.st, shardDir(s.id)+path, s.schema, rdr, lance.WriteOptions{DataStorageVersion: s.storage})
+		info, err := lance.WriteDataFile(ctx, s.st, shardDir(s.id)+path, s.schema, rdr,
+			lance.WriteOptions{DataStorageVersion: s.storage, VarBytesHint: varBytes(s.arrow, v)})
 		rdr.Release()
 		if err != nil {
 			return fmt.Errorf("wal: write generation %d: %w", mt.gen, err)
@@ -205,6 +208,29 @@ func (s *Shard) currentBase() *lance.Dataset { return s.reader.currentBase() }
 
 // noteBase remembers a newer base version.
 func (s *Shard) noteBase(ds *lance.Dataset) { s.reader.noteBase(ds) }
+
+// varBytes is, per top-level column of s, the bytes of string and binary values the
+// view's batches hold: the file writer reserves its page buffers from it (an
+// overestimate when rows are superseded, which the page size caps).
+func varBytes(s *arrow.Schema, v memView) []int64 {
+	out := make([]int64, s.NumFields())
+	for i := range out {
+		switch s.Field(i).Type.ID() {
+		case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		default:
+			continue
+		}
+		for _, b := range v.batches {
+			if i >= int(b.rec.NumCols()) {
+				break
+			}
+			if bufs := b.rec.Column(i).Data().Buffers(); len(bufs) > 2 && bufs[2] != nil {
+				out[i] += int64(bufs[2].Len())
+			}
+		}
+	}
+	return out
+}
 
 // liveReader streams the live rows of a memtable view.
 func liveReader(s *arrow.Schema, v memView) (array.RecordReader, int64, error) {

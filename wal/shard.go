@@ -748,12 +748,47 @@ func (s *Shard) launch(group []*appendReq) *inflight {
 		f.recs = append(f.recs, r.recs...)
 		f.keys = append(f.keys, r.keys...)
 	}
+	s.coalesce(f)
 	if err := s.assign(f); err != nil {
 		f.fail(err)
 		return nil
 	}
 	s.put(f, 0)
 	return f
+}
+
+// coalesceRows is the batch size below which the batches of a group are joined into
+// one before the entry is encoded. Every batch costs the same per column wherever it
+// goes (an IPC record message, a memtable batch, a chunk of the seal's writer), and
+// for the 10-row batches of a typical JSON append that cost was most of the work; one
+// copy of the rows is cheaper.
+const coalesceRows = 256
+
+// coalesce joins f's batches into one when they are small (see coalesceRows). The
+// batches are all conformed to the shard schema; on a failure to join (which would be
+// a bug) f keeps them as they are.
+func (s *Shard) coalesce(f *inflight) {
+	if len(f.recs) < 2 {
+		return
+	}
+	var rows int64
+	for _, r := range f.recs {
+		rows += r.NumRows()
+	}
+	if rows/int64(len(f.recs)) >= coalesceRows {
+		return
+	}
+	rec, err := arrowrows.Concat(s.arrow, f.recs)
+	if err != nil {
+		s.log.Warn("wal: could not join the batches of an entry; writing them apart", "err", err)
+		return
+	}
+	keys := make([]string, 0, rows)
+	for _, k := range f.keys {
+		keys = append(keys, k...)
+	}
+	f.recs = []arrow.RecordBatch{rec}
+	f.keys = [][]string{keys}
 }
 
 // assign gives f the next sequence number and encodes its entry.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -81,12 +83,105 @@ func DecodeAppendArrow(r *http.Request, opts rollout.DecodeOptions) ([]arrow.Rec
 	if r.Body == nil {
 		return nil, api.InvalidRequest("request body is empty; send an Arrow IPC stream")
 	}
-	body, err := api.ReadBody(r.Body, opts.MaxBodyBytes, r.ContentLength)
+	// A fresh buffer (the batches may point into it), with room for the declared
+	// length plus bytes.MinRead so that reading it never regrows it.
+	bb, err := readBodyInto(new(bytes.Buffer), r.Body, opts.MaxBodyBytes, r.ContentLength)
 	if err != nil {
 		return nil, err
 	}
-	return rollout.ParseAppendArrow(body, opts)
+	return rollout.ParseAppendArrow(bb.Bytes(), opts)
 }
+
+// decodeAppendRequestPooled is DecodeAppendRequest for the append handler: a JSON
+// body is read into a pooled buffer and decoded in place (rollout.ParseAppendJSONBorrowed),
+// so the records' strings point into that buffer. release gives the buffer back; the
+// caller calls it once nothing uses the records any more (after the answer is
+// written), and always, also after an error.
+func decodeAppendRequestPooled(r *http.Request, opts rollout.DecodeOptions) (recs []rollout.AddRecord, release func(), err error) {
+	opts = opts.WithDefaults()
+	ct := r.Header.Get("Content-Type")
+	if r.ContentLength > opts.MaxBodyBytes || strings.TrimSpace(ct) != "" && !isPlainJSON(ct) {
+		recs, err := DecodeAppendRequest(r, opts)
+		return recs, func() {}, err
+	}
+	if r.Body == nil {
+		return nil, func() {}, api.InvalidRequest("request body is empty")
+	}
+	bb, err := readBodyPooled(r.Body, opts.MaxBodyBytes, r.ContentLength)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	recs, err = rollout.ParseAppendJSONBorrowed(bb.Bytes(), opts)
+	return recs, func() { putBodyBuf(bb) }, err
+}
+
+// isPlainJSON reports whether ct is an acceptable JSON Content-Type (what
+// DecodeAppendRequest's JSON case accepts).
+func isPlainJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == api.ContentTypeJSON && api.CheckJSONContentType(ct) == nil
+}
+
+// bodyBufs recycles append body buffers: an append body is garbage once its batch is
+// built and its answer written, and a fresh buffer per request was the largest single
+// allocation of the JSON route after the batch itself.
+var bodyBufs sync.Pool
+
+// maxPooledBody bounds the buffers kept for reuse (larger bodies are rare).
+const maxPooledBody = 4 << 20
+
+func putBodyBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBody {
+		b.Reset()
+		bodyBufs.Put(b)
+	}
+}
+
+// readBodyPooled is api.ReadBody into a pooled buffer (same limits and errors). The
+// buffer gets room for the declared length plus bytes.MinRead up front, so reading a
+// body of the declared length never grows it (bytes.Buffer.ReadFrom grows whenever
+// less than MinRead is free, which doubled a buffer sized to the exact length).
+func readBodyPooled(r io.Reader, maxBytes, sizeHint int64) (*bytes.Buffer, error) {
+	b, _ := bodyBufs.Get().(*bytes.Buffer)
+	if b == nil {
+		b = new(bytes.Buffer)
+	}
+	b, err := readBodyInto(b, r, maxBytes, sizeHint)
+	if err != nil {
+		putBodyBuf(b)
+		return nil, err
+	}
+	return b, nil
+}
+
+// readBodyInto reads a body into b (empty) within maxBytes, with api.ReadBody's errors.
+// It returns b, also with an error.
+func readBodyInto(b *bytes.Buffer, r io.Reader, maxBytes, sizeHint int64) (*bytes.Buffer, error) {
+	if sizeHint > maxBytes {
+		return b, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", sizeHint, maxBytes)
+	}
+	if sizeHint > 0 {
+		b.Grow(int(min(sizeHint, maxBodyPrealloc)) + bytes.MinRead)
+	} else {
+		b.Grow(int(min(maxBytes, 64<<10)))
+	}
+	n, err := b.ReadFrom(io.LimitReader(r, maxBytes+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return b, api.PayloadTooLarge("request body is larger than the limit of %d bytes", mbe.Limit).WithCause(err)
+		}
+		return b, api.InvalidRequest("could not read the request body").WithCause(err)
+	}
+	if n > maxBytes {
+		return b, api.PayloadTooLarge("request body is larger than the limit of %d bytes", maxBytes)
+	}
+	return b, nil
+}
+
+// maxBodyPrealloc bounds what a declared Content-Length makes readBodyPooled allocate
+// before the bytes arrive.
+const maxBodyPrealloc = 16 << 20
 
 func decodeAppendJSON(r io.Reader, sizeHint int64, opts rollout.DecodeOptions) ([]rollout.AddRecord, error) {
 	if r == nil {

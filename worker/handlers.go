@@ -283,7 +283,10 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusCreated, resp)
 		return
 	}
-	records, err := DecodeAppendRequest(r, opts)
+	records, release, err := decodeAppendRequestPooled(r, opts)
+	// The records' strings point into the pooled body: it goes back only after the
+	// answer (which holds the ids) is written.
+	defer release()
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -211,3 +211,33 @@ func DataBytes(d arrow.ArrayData) int64 {
 	}
 	return n
 }
+
+// Concat returns the rows of recs, in order, as one batch of schema s (every batch
+// must have s's columns and types). A single batch is returned retained as it is.
+func Concat(s *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	var n int64
+	for _, r := range recs {
+		if int(r.NumCols()) != s.NumFields() {
+			return nil, fmt.Errorf("concat: a batch has %d columns, the schema %d", r.NumCols(), s.NumFields())
+		}
+		n += r.NumRows()
+	}
+	cols := make([]arrow.Array, s.NumFields())
+	defer releaseAll(cols)
+	parts := make([]arrow.Array, len(recs))
+	for i := range cols {
+		for j, r := range recs {
+			parts[j] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("concat column %q: %w", s.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(s, cols, n), nil
+}

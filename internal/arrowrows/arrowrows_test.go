@@ -252,3 +252,50 @@ func TestBytes(t *testing.T) {
 		t.Errorf("DataBytes without a dictionary = %d, want %d", got, indices)
 	}
 }
+
+// TestConcatKeepsRowsInOrder joins batches whose dictionaries differ (each batch's
+// dictionary holds its own ids) and one that is a slice: every row comes out once, in
+// order, with its values.
+func TestConcatKeepsRowsInOrder(t *testing.T) {
+	fields := []arrow.Field{fID, fN, fOpt, fList, fDict}
+	s := arrow.NewSchema(fields, nil)
+	a := batch(t, fields, "a0", "a1")
+	b := batch(t, fields, "b0", "b1", "b2")
+	c := batch(t, fields, "c0", "c1", "c2", "c3")
+	cs := c.NewSlice(1, 3)
+	defer func() {
+		for _, r := range []arrow.RecordBatch{a, b, c, cs} {
+			r.Release()
+		}
+	}()
+	var want []string
+	for _, r := range []arrow.RecordBatch{a, b, cs} {
+		want = append(want, rows(r)...)
+	}
+	got, err := Concat(s, []arrow.RecordBatch{a, b, cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	if got.NumRows() != int64(len(want)) {
+		t.Fatalf("%d rows, want %d", got.NumRows(), len(want))
+	}
+	if g := rows(got); strings.Join(g, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
+	}
+	for i, col := range got.Columns() {
+		if v, ok := col.(interface{ ValidateFull() error }); ok {
+			if err := v.ValidateFull(); err != nil {
+				t.Fatalf("column %d: %v", i, err)
+			}
+		}
+	}
+	one, err := Concat(s, []arrow.RecordBatch{a})
+	if err != nil || one != a {
+		t.Fatalf("a single batch: %v, %v", one, err)
+	}
+	one.Release()
+	if _, err := Concat(s, []arrow.RecordBatch{a, batch(t, []arrow.Field{fID}, "x")}); err == nil {
+		t.Fatal("joined a batch with other columns")
+	}
+}

@@ -80,7 +80,7 @@ type w21Writer struct {
 	leaves []*w21Leaf
 }
 
-func newW21Writer(s *schema.Schema, pageBytes int) (*w21Writer, error) {
+func newW21Writer(s *schema.Schema, pageBytes int, varBytes []int64) (*w21Writer, error) {
 	w := &w21Writer{}
 	for _, f := range s.Fields {
 		n, err := newW21Node(f, 0, nil, &w.leaves)
@@ -91,6 +91,15 @@ func newW21Writer(s *schema.Schema, pageBytes int) (*w21Writer, error) {
 	}
 	for _, lf := range w.leaves {
 		lf.limit = pageBytes
+	}
+	for i, n := range w.roots {
+		if i < len(varBytes) && varBytes[i] > 0 && n.leaf != nil && n.leaf.kind == w21LeafVar {
+			// The page buffer at its final size at once, instead of doubling up to it
+			// (which allocated and copied about twice the page). A page is flushed
+			// once it holds more than pageBytes, so it may overshoot by an append:
+			// a quarter more keeps the last append of a full page from regrowing it.
+			n.leaf.data = make([]byte, 0, min(varBytes[i], int64(pageBytes)+int64(pageBytes)/4))
+		}
 	}
 	return w, nil
 }

@@ -31,6 +31,12 @@ type WriterOptions struct {
 	PageRows int
 	// Version is the file format written: V2_0 (the zero value) or V2_1.
 	Version FormatVersion
+	// VarBytesHint, when set, is the expected size of the values of each top-level
+	// string or binary field (by index in the schema; 0: unknown). A V2_1 writer
+	// reserves a field's page buffer at min(hint, PageBytes) up front instead of
+	// growing it by doubling. A writer of a batch already in memory (a WAL seal)
+	// knows these sizes; the file is the same either way.
+	VarBytesHint []int64
 }
 
 // FileInfo describes a finished file in the terms the manifest's DataFile needs.
@@ -106,7 +112,7 @@ func NewWriter(w io.Writer, s *schema.Schema, opts WriterOptions) (*Writer, erro
 	switch opts.Version {
 	case V2_0:
 	case V2_1:
-		v, err := newW21Writer(wr.schema, limit)
+		v, err := newW21Writer(wr.schema, limit, opts.VarBytesHint)
 		if err != nil {
 			return nil, err
 		}
