@@ -165,12 +165,19 @@ func (s *Server) rankVectors(ctx context.Context, h *handle, sn cxView, q []floa
 		return top, exact.rank(ctx, sn, q, f, top)
 	}
 	ix, err := indexSource{dist: h.cx.dist, metric: h.cx.opts.DistanceMetric}.candidates(ctx, sn.Base(), q, f, k)
-	if err != nil || ix == nil {
-		if err == nil {
-			s.met.contextSearches.WithLabelValues("exact").Inc()
-			err = exact.rank(ctx, sn, q, f, top)
+	if err != nil {
+		return nil, err
+	}
+	if ix == nil {
+		s.met.contextSearches.WithLabelValues("exact").Inc()
+		b, err := s.cxVecs.get(ctx, h.cx, sn.Base())
+		if err != nil {
+			return nil, err
 		}
-		return top, err
+		if b != nil {
+			return top, exact.rankCached(ctx, sn, b, q, f, top)
+		}
+		return top, exact.rank(ctx, sn, q, f, top)
 	}
 	seen := map[string]bool{}
 	if err := exact.rankRest(ctx, sn, q, f, ix.covered, ix.ids, seen, top); err != nil {
