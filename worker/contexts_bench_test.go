@@ -36,7 +36,13 @@ func benchContextRows(b *testing.B) int {
 func BenchmarkContextSearchExact(b *testing.B) {
 	const dim, batch = 768, 500
 	rows := benchContextRows(b)
-	tw := newTestWorker(b, "", nil)
+	tw := newTestWorker(b, "", func(c *Config) {
+		// LANCECTX_BENCH_CONTEXT_CACHE=off measures the search without the cache of
+		// decoded base vectors (every query reads the table).
+		if os.Getenv("LANCECTX_BENCH_CONTEXT_CACHE") == "off" {
+			c.ContextVectorCacheBytes = -1
+		}
+	})
 	tw.cxCreate("bench", dim, "l2")
 	rng := rand.New(rand.NewPCG(11, 12))
 	for start := 0; start < rows; start += batch {

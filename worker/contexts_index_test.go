@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -246,4 +248,67 @@ func abs32(x float32) float32 {
 		return -x
 	}
 	return x
+}
+
+// TestContextExactSearchCache: without an index, exact searches rank the base rows from
+// the cache of decoded vectors, and rows rewritten after the base version the cache
+// holds are ranked as they are now: a record deleted, retired or given a new embedding
+// in the WAL, and then merged (a new base version), is never ranked by its old row; a
+// record expired by the clock is left out.
+func TestContextExactSearchCache(t *testing.T) {
+	const dim, n, k = 8, 400, 5
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	tw := newTestWorker(t, "", func(c *Config) { c.Now = func() time.Time { return time.Unix(0, clock.Load()).UTC() } })
+	tw.cxCreate("s", dim, "l2")
+	dist, _ := ctxstore.DistanceFor("l2")
+	rng := rand.New(rand.NewPCG(5, 6))
+	live := map[string][]float32{}
+	var recs []api.AddContextRecord
+	for i := range n {
+		id := fmt.Sprintf("r%03d", i)
+		live[id] = randVec(rng, dim)
+		r := cxRec(id, "run", live[id], "")
+		if i == 7 {
+			exp := now.Add(time.Hour)
+			r.ExpiresAt = &exp
+		}
+		recs = append(recs, r)
+	}
+	tw.cxAdd("s", recs...)
+	tw.cxMerge("s")
+	q := randVec(rng, dim)
+	check := func(what string) {
+		t.Helper()
+		got := searchIDs(tw.cxSearch("s", api.SearchContextRequest{Query: q, Limit: intp(k)}))
+		if want := exactTopK(live, dist, q, k); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: %v, exact %v", what, got, want)
+		}
+	}
+	check("base")
+	if b := tw.srv.cxVecs.m; len(b) != 1 {
+		t.Fatalf("the cache holds %d stores after a search, want 1", len(b))
+	}
+	top := exactTopK(live, dist, q, 4)
+	// The nearest deleted, the second retired, the third moved far away, in the WAL.
+	tw.cxJSON("DELETE", "/api/v1/contexts/s/records/"+top[0], nil, http.StatusOK, nil)
+	delete(live, top[0])
+	tw.cxJSON("PATCH", "/api/v1/contexts/s/records", api.PatchContextRecordRequest{ID: &top[1], Patch: json.RawMessage(`{"lifecycle_status":"retired"}`)}, http.StatusOK, nil)
+	delete(live, top[1])
+	far := make([]float32, dim)
+	for j := range far {
+		far[j] = 100
+	}
+	farJSON, _ := json.Marshal(map[string]any{"embedding": far})
+	tw.cxJSON("PATCH", "/api/v1/contexts/s/records", api.PatchContextRecordRequest{ID: &top[2], Patch: farJSON}, http.StatusOK, nil)
+	live[top[2]] = far
+	check("rewritten in the WAL")
+	tw.cxMerge("s")
+	check("merged")
+	// Record r007 expires: left out once the clock passes its expires_at.
+	delete(live, "r007")
+	clock.Store(now.Add(2 * time.Hour).UnixNano())
+	q = append([]float32(nil), recs[7].Embedding...)
+	check("expired")
 }
