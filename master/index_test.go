@@ -180,3 +180,57 @@ func TestIndexDue(t *testing.T) {
 		t.Errorf("CONTEXT_INDEX_MIN_UNINDEXED_ROWS=500: %q", got)
 	}
 }
+
+// TestIndexCommitLosesToCompaction: the index commit is conditional. A build planned on
+// a version whose fragments a compaction then rewrote is refused (a conflict, nothing
+// committed), and the index task, which starts from the latest version, builds over the
+// compacted fragments.
+func TestIndexCommitLosesToCompaction(t *testing.T) {
+	dir := t.TempDir()
+	data, err := objstore.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wurl := kindsWorker(t, dir, data)
+	post(t, wurl+"/api/v1/contexts", `{"name":"mem","embedding_dim":8}`, 201)
+	addContextRecords(t, wurl, "mem", clusteredRecords("a", 0, 200, 8, 3), 50)
+	c := newCluster(t, data)
+	set := fastSettings()
+	set.CompactionInterval, set.ContextIndexInterval, set.CleanupInterval = 0, 0, 0
+	m := c.start(set, func(cfg *Config) { cfg.DataURI = "file://" + dir })
+	ctx := context.Background()
+	st := objstore.Prefixed(data, storekind.Context.DatasetDir("mem"))
+	waitFor(t, 60*time.Second, "the merges of the four generations", func() bool {
+		ds, err := lance.OpenStore(ctx, st)
+		return err == nil && ds.CountRows() == 200
+	})
+	stale, err := lance.OpenStore(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := lance.OpenStore(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, res, err := other.Compact(ctx, lance.CompactOptions{}); err != nil || res.FragmentsRemoved == 0 {
+		t.Fatalf("compaction: %+v %v (the merges must have left several fragments)", res, err)
+	}
+	if _, err := lance.BuildVectorIndex(ctx, stale, "embedding", lance.VectorIndexOptions{Name: contextIndexName}); !lance.IsConflict(err) {
+		t.Fatalf("a build over fragments a compaction rewrote: %v, want a conflict", err)
+	}
+	entry, err := m.registry(storekind.Context).Get(ctx, "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	detail, err := m.runIndex(ctx, storekind.Context, entry)
+	if err != nil || !strings.HasPrefix(detail, "build l2 index") {
+		t.Fatalf("index task after the compaction: %q %v", detail, err)
+	}
+	ds, err := lance.OpenStore(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv, err := coverageOf(ds); err != nil || !cv.Exists || cv.Indexed != 200 || cv.Unindexed != 0 {
+		t.Fatalf("coverage after the task: %+v %v", cv, err)
+	}
+}
