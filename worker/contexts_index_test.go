@@ -151,6 +151,9 @@ func testContextSearchThroughIndex(t *testing.T, metric string) {
 		res := tw.cxSearch("s", api.SearchContextRequest{Query: q, Limit: intp(k)})
 		got := searchIDs(res)
 		answers[i] = got
+		if len(got) != k || len(uniq(got)) != k {
+			t.Fatalf("query %d: %d results, %d distinct, want %d: %v", i, len(got), len(uniq(got)), k, got)
+		}
 		want := exactTopK(live, dist, q, k)
 		hits += overlap(want, got)
 		total += len(want)
@@ -241,6 +244,14 @@ func testContextSearchThroughIndex(t *testing.T, metric string) {
 		t.Fatalf("LanceDB's indexed queries agree with ours on %d of %d results", agree, n)
 	}
 	t.Logf("%s: LanceDB's indexed query agrees on %d of %d results", metric, agree, n)
+}
+
+func uniq(ids []string) map[string]bool {
+	out := map[string]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
 }
 
 func abs32(x float32) float32 {
