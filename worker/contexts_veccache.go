@@ -150,6 +150,9 @@ func (c *vecCache) get(ctx context.Context, cx *cxState, base *lance.Dataset) (*
 				lru, at = k, e.used
 			}
 		}
+		if lru == nil {
+			break // nothing left to evict (b alone fits: checked above)
+		}
 		c.used -= c.m[lru].b.bytes
 		delete(c.m, lru)
 	}
