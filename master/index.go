@@ -226,6 +226,12 @@ func (m *Master) runIndex(ctx context.Context, kind storekind.Kind, entry regist
 		op := "extend"
 		if !c.Exists {
 			op = "build"
+		} else if usable, err := indexServes(ctx, ds, opts); err != nil {
+			return "", fmt.Errorf("index %s: %w", target, err)
+		} else if !usable {
+			// An index of that name searches cannot use (another metric, another type,
+			// e.g. one built with LanceDB): replace it.
+			op = "build"
 		} else if c.Unindexed == 0 {
 			m.met.indexOps.WithLabelValues("noop").Inc()
 			return fmt.Sprintf("nothing to index: the index covers all %d rows (version %d)", c.Rows, ds.Version()), nil
@@ -266,4 +272,20 @@ func (m *Master) runIndex(ctx context.Context, kind storekind.Kind, entry regist
 		}
 		return "", fmt.Errorf("index %s: %s: %w", target, op, err)
 	}
+}
+
+// indexServes says whether the vector index of ds is one a search in the store's metric
+// uses: a one-partition probe that reports the index it went through ("" when it had to
+// search exactly: an index in another metric, or of a type lancectx does not read).
+func indexServes(ctx context.Context, ds *lance.Dataset, o ctxstore.Options) (bool, error) {
+	q := make([]float32, o.EmbeddingDim)
+	for i := range q {
+		q[i] = 1 // not zero: a cosine query must have a norm
+	}
+	res, err := ds.VectorSearch(ctx, ctxstore.ColEmbedding, q, 1,
+		lance.VectorSearchOptions{Metric: o.DistanceMetric, NProbes: 1, Index: contextIndexName, IndexedOnly: true})
+	if err != nil {
+		return false, err
+	}
+	return res.Index != "", nil
 }

@@ -233,4 +233,15 @@ func TestIndexCommitLosesToCompaction(t *testing.T) {
 	if cv, err := coverageOf(ds); err != nil || !cv.Exists || cv.Indexed != 200 || cv.Unindexed != 0 {
 		t.Fatalf("coverage after the task: %+v %v", cv, err)
 	}
+	if detail, err := m.runIndex(ctx, storekind.Context, entry); err != nil || !strings.HasPrefix(detail, "nothing to index") {
+		t.Fatalf("index task with every row indexed: %q %v", detail, err)
+	}
+	// An index of the same name in another metric (as LanceDB might build it) serves no
+	// search of this l2 store: the task replaces it.
+	if _, err := lance.BuildVectorIndex(ctx, ds, "embedding", lance.VectorIndexOptions{Name: contextIndexName, Metric: "dot"}); err != nil {
+		t.Fatal(err)
+	}
+	if detail, err := m.runIndex(ctx, storekind.Context, entry); err != nil || !strings.HasPrefix(detail, "build l2 index") {
+		t.Fatalf("index task over a dot index: %q %v", detail, err)
+	}
 }
