@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -29,6 +30,10 @@ type VectorSearchOptions struct {
 	Index string
 	// BypassIndex searches every row exactly.
 	BypassIndex bool
+	// IndexedOnly searches the fragments the index covers and nothing else: the caller
+	// searches the others itself (a context store's search, which also reads its WAL).
+	// Without a usable index nothing is searched (Index is "" in the result).
+	IndexedOnly bool
 }
 
 // VectorHit is one search result: the row id (what _rowid reports; Take accepts it) and
@@ -51,6 +56,9 @@ type VectorSearchResult struct {
 	UnindexedFragments int `json:"unindexed_fragments"`
 	// Candidates is the number of vectors whose distance was computed.
 	Candidates int `json:"candidates"`
+	// CoveredFragments are the ids of the live fragments searched through the index,
+	// ascending.
+	CoveredFragments []uint64 `json:"covered_fragments,omitempty"`
 }
 
 // VectorSearch returns the k rows of this version nearest to q in column. It is the
@@ -146,12 +154,14 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 	for _, fr := range d.Fragments() {
 		if fr.GetId() <= math.MaxUint32 && covered.Contains(uint32(fr.GetId())) {
 			res.IndexedFragments++
+			res.CoveredFragments = append(res.CoveredFragments, fr.GetId())
 		} else {
 			unindexed = append(unindexed, fr.GetId())
 		}
 	}
+	slices.Sort(res.CoveredFragments)
 	res.UnindexedFragments = len(unindexed)
-	if len(unindexed) == 0 {
+	if len(unindexed) == 0 || opts.IndexedOnly {
 		res.Hits = top.sorted()
 		return res, nil
 	}

@@ -618,7 +618,7 @@ func (m *Master) handleCreateTask(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req.Target = StatsTarget
-	case KindMergeWAL, KindCompact, KindCleanup, KindOptimize:
+	case KindMergeWAL, KindCompact, KindCleanup, KindOptimize, KindIndex:
 		// The target is a store name (a rollout store) or "{kind}/{name}".
 		kind, name, err := storekind.ParseTarget(req.Target)
 		if err != nil {
@@ -629,13 +629,17 @@ func (m *Master) handleCreateTask(w http.ResponseWriter, r *http.Request) {
 			m.fail(w, err)
 			return
 		}
+		if req.Kind == KindIndex && kind.Name != storekind.Context.Name {
+			m.fail(w, api.InvalidRequest("index: %q is a %s; only context stores (target context/{name}) have a vector index", truncateStr(req.Target, 64), kind.Noun))
+			return
+		}
 		if err := m.checkRegistered(ctx, kind, name); err != nil {
 			m.fail(w, err)
 			return
 		}
 		req.Target = kind.Target(name) // one spelling per store, so dedupe sees one target
 	default:
-		m.fail(w, api.InvalidRequest("kind %q is not one of merge_wal, compact, cleanup, stats_maintenance, optimize", req.Kind))
+		m.fail(w, api.InvalidRequest("kind %q is not one of merge_wal, compact, cleanup, stats_maintenance, optimize, index", req.Kind))
 		return
 	}
 	if req.Kind == KindOptimize {

@@ -96,6 +96,22 @@ type Settings struct {
 	// this much since its last planned cleanup (CLEANUP_MIN_NEW_VERSIONS, 8).
 	CleanupMinNewVersions int
 
+	// ContextIndexInterval between vector-index sweeps of context stores
+	// (CONTEXT_INDEX_INTERVAL_SECS, 600; 0 off).
+	ContextIndexInterval time.Duration
+	// ContextIndexMinRows: a context store whose base table has at least this many rows
+	// gets an IVF_FLAT index on its embeddings (CONTEXT_INDEX_MIN_ROWS, 100000). Below
+	// it an exact search is cheap enough, and k-means on few rows trains poor partitions.
+	ContextIndexMinRows int64
+	// ContextIndexMinUnindexedRows: an indexed context store gets its index extended
+	// once the fragments the index does not cover hold this many rows
+	// (CONTEXT_INDEX_MIN_UNINDEXED_ROWS; 0, the default, means 10% of the indexed rows):
+	// those rows are searched exactly until then.
+	ContextIndexMinUnindexedRows int64
+	// ContextIndexTimeout is the deadline of an index task (CONTEXT_INDEX_TIMEOUT_SECS,
+	// 1800): a build reads every embedding and trains k-means.
+	ContextIndexTimeout time.Duration
+
 	// SweepMaxNewTasks bounds the tasks one sweep creates (SWEEP_MAX_NEW_TASKS, 256).
 	SweepMaxNewTasks int
 	// TaskConcurrency tasks run at once on this master (TASK_CONCURRENCY, 4; 0: this
@@ -137,6 +153,9 @@ func DefaultSettings() Settings {
 		CleanupOlderThan:            time.Hour,
 		CleanupMaxObjects:           20000,
 		CleanupMinNewVersions:       8,
+		ContextIndexInterval:        600 * time.Second,
+		ContextIndexMinRows:         100000,
+		ContextIndexTimeout:         1800 * time.Second,
 		SweepMaxNewTasks:            256,
 		TaskConcurrency:             4,
 		RecoveryInterval:            30 * time.Second,
@@ -195,6 +214,10 @@ func SettingsEnv() []EnvVar {
 		d("CLEANUP_OLDER_THAN_SECS", "secs", "dataset versions older than this are removed by cleanup tasks", func(s *Settings) *time.Duration { return &s.CleanupOlderThan }),
 		n("CLEANUP_MAX_OBJECTS", "objects one cleanup task deletes at most; later tasks continue", func(s *Settings) *int { return &s.CleanupMaxObjects }),
 		n("CLEANUP_MIN_NEW_VERSIONS", "versions a dataset must gain before its next cleanup task", func(s *Settings) *int { return &s.CleanupMinNewVersions }),
+		d("CONTEXT_INDEX_INTERVAL_SECS", "secs", "seconds between vector-index sweeps of context stores; 0 disables", func(s *Settings) *time.Duration { return &s.ContextIndexInterval }),
+		{Name: "CONTEXT_INDEX_MIN_ROWS", Unit: "count", Help: "base-table rows that make a context store a vector-index candidate", num: func(s *Settings) *int64 { return &s.ContextIndexMinRows }},
+		{Name: "CONTEXT_INDEX_MIN_UNINDEXED_ROWS", Unit: "count", Help: "rows outside the vector index that make an indexed context store an extension candidate; 0 = 10% of the indexed rows", num: func(s *Settings) *int64 { return &s.ContextIndexMinUnindexedRows }},
+		d("CONTEXT_INDEX_TIMEOUT_SECS", "secs", "deadline of an index task", func(s *Settings) *time.Duration { return &s.ContextIndexTimeout }),
 		n("SWEEP_MAX_NEW_TASKS", "new tasks one sweep creates at most", func(s *Settings) *int { return &s.SweepMaxNewTasks }),
 		n("TASK_CONCURRENCY", "tasks this master runs at once; 0 = none (an API and planner replica)", func(s *Settings) *int { return &s.TaskConcurrency }),
 		d("TASK_RECOVERY_INTERVAL_SECS", "secs", "seconds between the leader's queue recovery passes", func(s *Settings) *time.Duration { return &s.RecoveryInterval }),
@@ -298,6 +321,8 @@ func (s Settings) Validate() error {
 	check(s.CompactionTimeout > 0, "COMPACTION_TIMEOUT_SECS must be positive")
 	check(s.CompactionMaxFragments >= 2, "COMPACTION_MAX_FRAGMENTS must be at least 2")
 	check(s.CleanupMaxObjects >= 1, "CLEANUP_MAX_OBJECTS must be at least 1")
+	check(s.ContextIndexMinRows >= 1, "CONTEXT_INDEX_MIN_ROWS must be at least 1")
+	check(s.ContextIndexTimeout > 0, "CONTEXT_INDEX_TIMEOUT_SECS must be positive")
 	check(s.SweepMaxNewTasks >= 1, "SWEEP_MAX_NEW_TASKS must be at least 1")
 	check(s.TaskConcurrency >= 0, "TASK_CONCURRENCY must not be negative")
 	check(s.RecoveryInterval > 0, "TASK_RECOVERY_INTERVAL_SECS must be positive")

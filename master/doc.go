@@ -24,6 +24,9 @@
 //     SWEEP_MAX_NEW_TASKS new tasks a pass (deduplicated ones do not count);
 //   - cleanup_sweep: walk every dataset from a cursor and enqueue a bounded cleanup task
 //     for those whose version moved;
+//   - context_index_sweep: enqueue an index task for the context stores whose base table
+//     passes CONTEXT_INDEX_MIN_ROWS with no vector index or too many unindexed rows
+//     (index.go);
 //   - the queue's recoverer (requeues tasks whose executor died or overran).
 //
 // # Kinds
@@ -48,7 +51,8 @@
 // round refreshes the row); cleanup removes old versions (CLEANUP_MAX_OBJECTS,
 // MAINTENANCE_TIMEOUT_SECS); stats_maintenance compacts _stats and removes its versions
 // older than STATS_HISTORY_TTL_SECS, bounded by MAINTENANCE_TIMEOUT_SECS and
-// STATS_MAINTENANCE_MAX_OBJECTS, holding no lock at all. "optimize" is the chain
+// STATS_MAINTENANCE_MAX_OBJECTS, holding no lock at all; index builds or extends a
+// context store's IVF_FLAT vector index with a conditional commit. "optimize" is the chain
 // merge_wal -> compact -> cleanup. Execution is at least once, so every handler is
 // idempotent; a task that overruns its deadline is failed and enqueued again, claimable
 // after a backoff. A task whose store was deleted (or deleted and created again while it

@@ -41,6 +41,7 @@ const (
 	LoopMergeWALSweep  = "merge_wal_sweep"
 	LoopCompaction     = "compaction_sweep"
 	LoopCleanupPlan    = "cleanup_sweep"
+	LoopContextIndex   = "context_index_sweep"
 	LoopStatsRefresh   = "stats_refresh"
 	LoopQueueMetrics   = "queue_metrics"
 	queueMetricsPeriod = 15 * time.Second
@@ -116,8 +117,13 @@ type Master struct {
 	gather  prometheus.Gatherer
 
 	standby struct {
-		scan, merge, compact, cleanup *StandbyLoop
+		scan, merge, compact, cleanup, index *StandbyLoop
 	}
+	// indexMu guards indexCursor, where the index sweep goes on (leader only; never
+	// held across I/O).
+	indexMu     sync.Mutex
+	indexCursor string
+
 	leader   atomic.Bool
 	stableID bool // InstanceID was given: take over from an earlier incarnation
 	// leaderSeen is the planner leadership as last seen by trackLeader (never nil).
@@ -211,6 +217,7 @@ func New(ctx context.Context, cfg Config) (*Master, error) {
 	m.standby.merge = m.loops.Standby(Loop{Name: LoopMergeWALSweep, Interval: set.MergeWALInterval, Run: m.mergeSweep})
 	m.standby.compact = m.loops.Standby(Loop{Name: LoopCompaction, Interval: set.CompactionInterval, Run: m.compactionSweep})
 	m.standby.cleanup = m.loops.Standby(Loop{Name: LoopCleanupPlan, Interval: set.CleanupInterval, Run: m.cleanupSweep})
+	m.standby.index = m.loops.Standby(Loop{Name: LoopContextIndex, Interval: set.ContextIndexInterval, Run: m.indexSweep})
 
 	lctx, cancel := context.WithTimeout(ctx, cfg.InitialLoadTimeout)
 	t0 := time.Now()

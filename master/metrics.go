@@ -35,6 +35,10 @@ type metrics struct {
 	// queueOldestAge and pastDeadline are refreshed with queueDepth (queue_metrics loop).
 	queueOldestAge *prometheus.GaugeVec
 	pastDeadline   *prometheus.GaugeVec
+	// indexOps, indexSeconds and indexRows are the index tasks' (index.go).
+	indexOps     *prometheus.CounterVec
+	indexSeconds *prometheus.HistogramVec
+	indexRows    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
@@ -73,6 +77,12 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5}}),
 		cleanupObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_cleanup_objects_deleted_total",
 			Help: "Objects deleted by dataset version-cleanup tasks on this master."}),
+		indexOps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_context_index_operations_total",
+			Help: "Vector index operations of index tasks on this master, by op: build, extend, noop (the index covered every row), conflict (a concurrent rewrite refused the commit; retried or left to the next sweep)."}, []string{"op"}),
+		indexSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_context_index_duration_seconds",
+			Help: "Time of one vector index build or extension (reading the embeddings, k-means for a build, writing, committing), by op.", Buckets: jobBuckets}, []string{"op"}),
+		indexRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_context_index_rows_total",
+			Help: "Rows added to context stores' vector indices by index tasks on this master."}),
 		servedStale: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_experiments_served_stale_total",
 			Help: "Experiment listings answered from a snapshot older than three scan intervals (stale: true)."}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_http_requests_total",
@@ -99,6 +109,12 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 			x.queueDepth.WithLabelValues(k, st)
 		}
 	}
+	for _, op := range []string{"build", "extend", "noop", "conflict"} {
+		x.indexOps.WithLabelValues(op)
+	}
+	for _, op := range []string{"build", "extend"} {
+		x.indexSeconds.WithLabelValues(op)
+	}
 	for _, s := range []string{"claiming", "running"} {
 		x.poolInUse.WithLabelValues(s)
 	}
@@ -108,7 +124,7 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 	if reg != nil {
 		reg.MustRegister(x.isLeader, x.enqueued, x.tasks, x.taskDuration, x.scheduleToBind, x.queueDepth, x.poolInUse,
 			x.sweepTasks, x.mergeSweepDeduped, x.generationsMerged, x.mergeLockBusy, x.compactionPhase, x.statsRefresh, x.statsRefreshWait,
-			x.cleanupObjects, x.servedStale, x.httpRequests, x.httpDuration, x.queueOldestAge, x.pastDeadline)
+			x.cleanupObjects, x.indexOps, x.indexSeconds, x.indexRows, x.servedStale, x.httpRequests, x.httpDuration, x.queueOldestAge, x.pastDeadline)
 		reg.MustRegister(loopIntervals{name: "master_loop_interval_seconds", health: func() []loophealth.Health {
 			if m.loops == nil {
 				return nil

@@ -77,7 +77,7 @@ func (m *Master) lead(ctx context.Context, lead *coord.Leadership) {
 
 	tctx, cancel := context.WithCancel(lead.Ctx())
 	var wg sync.WaitGroup
-	for _, l := range []*StandbyLoop{m.standby.scan, m.standby.merge, m.standby.compact, m.standby.cleanup} {
+	for _, l := range []*StandbyLoop{m.standby.scan, m.standby.merge, m.standby.compact, m.standby.cleanup, m.standby.index} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -32,7 +32,7 @@ const (
 )
 
 // taskKinds are the kinds every executor claims.
-var taskKinds = []string{KindMergeWAL, KindCompact, KindCleanup, KindStatsMaintenance}
+var taskKinds = []string{KindMergeWAL, KindCompact, KindCleanup, KindStatsMaintenance, KindIndex}
 
 // deadline retries: a task that overran its deadline is failed (releasing its target)
 // and enqueued again after retryBackoff(n), at most maxDeadlineRetries times; the
@@ -69,6 +69,8 @@ func (m *Master) taskTimeout(kind string) time.Duration {
 		return m.set.MergeTimeout
 	case KindCompact:
 		return m.set.CompactionTimeout
+	case KindIndex:
+		return m.set.ContextIndexTimeout
 	default:
 		return m.set.MaintenanceTimeout + m.set.MaintenanceTimeout/10 + 10*time.Second
 	}
@@ -313,7 +315,7 @@ func skipf(format string, args ...any) error { return &skipError{reason: fmt.Spr
 // deleted (or deleted and created again) while it ran.
 func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (string, error) {
 	switch t.Kind {
-	case KindMergeWAL, KindCompact, KindCleanup:
+	case KindMergeWAL, KindCompact, KindCleanup, KindIndex:
 		kind, name, err := storekind.ParseTarget(t.Target)
 		if err != nil {
 			// A kind this build does not know (a newer master enqueued it): fail, so the
@@ -333,6 +335,8 @@ func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (st
 			detail, err = m.runMergeWAL(ctx, kind, entry)
 		case KindCompact:
 			detail, err = m.runCompact(ctx, kind, name, rep)
+		case KindIndex:
+			detail, err = m.runIndex(ctx, kind, entry)
 		default:
 			detail, err = m.runCleanup(ctx, kind, entry)
 		}

@@ -837,6 +837,11 @@ type ScanOptions struct {
 	// memtable are neither read nor shadow its rows (a view of what merges have
 	// committed, e.g. the master's records route with source=fragments).
 	BaseOnly bool
+	// SkipFragments leaves these fragments of the base table out (their rows are
+	// neither returned nor read); their keys still lose to newer pending rows as usual.
+	// A context store's search gives the fragments its vector index covers, which it
+	// ranks through the index.
+	SkipFragments []uint64
 	// Match keeps only the rows whose string column Match.Column equals Match.Value
 	// (in addition to Filter), and lets the scan skip, unread, the pending generations
 	// that hold no such row: the distinct values of the column are read once per
@@ -1188,7 +1193,8 @@ func (r *scanReader) stepBase() (arrow.RecordBatch, error) {
 		} else if len(r.out.FieldIndices(r.sn.keyColumn)) == 0 {
 			cols = append(cols, r.sn.keyColumn)
 		}
-		sc, err := r.sn.base.Scan(r.ctx, lance.ScanOptions{Columns: cols, Filter: r.filterSQL, WithRowAddr: twoPhase, BatchSize: scanBatchRows})
+		sc, err := r.sn.base.Scan(r.ctx, lance.ScanOptions{Columns: cols, Filter: r.filterSQL, WithRowAddr: twoPhase, BatchSize: scanBatchRows,
+			Fragments: fragmentsBut(r.sn.base, r.opts.SkipFragments)})
 		if err != nil {
 			return nil, err
 		}
@@ -1412,4 +1418,24 @@ func PendingGenerations(ctx context.Context, st objstore.Store) (PendingStats, e
 		ps.Generations += n
 	}
 	return ps, nil
+}
+
+// fragmentsBut is the fragment list of a base scan that leaves skip out: nil (every
+// fragment) when skip is empty, else the other fragments (empty, not nil, when none
+// is left).
+func fragmentsBut(ds *lance.Dataset, skip []uint64) []uint64 {
+	if len(skip) == 0 {
+		return nil
+	}
+	gone := make(map[uint64]bool, len(skip))
+	for _, id := range skip {
+		gone[id] = true
+	}
+	out := []uint64{}
+	for _, f := range ds.Fragments() {
+		if !gone[f.GetId()] {
+			out = append(out, f.GetId())
+		}
+	}
+	return out
 }

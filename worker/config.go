@@ -113,6 +113,11 @@ type Config struct {
 	// negative: no index, every point read scans the id column).
 	KeyCacheBytes int64
 
+	// ContextVectorCacheBytes bounds the decoded base-table vectors that exact context
+	// searches keep between queries, all stores together (default
+	// DefaultContextVectorCacheBytes; negative: none, every search reads the table).
+	ContextVectorCacheBytes int64
+
 	// SweepTempAge: at start, a worker whose DataDir is local (file://) removes the
 	// temp files of uploads older than this, left by processes killed mid-write
 	// (default DefaultSweepTempAge; negative: no sweep).
@@ -211,6 +216,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.KeyCacheBytes == 0 {
 		c.KeyCacheBytes = DefaultKeyCacheBytes
+	}
+	if c.ContextVectorCacheBytes == 0 {
+		c.ContextVectorCacheBytes = DefaultContextVectorCacheBytes
 	}
 	if c.SweepTempAge == 0 {
 		c.SweepTempAge = DefaultSweepTempAge

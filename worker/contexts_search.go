@@ -6,39 +6,68 @@ import (
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/ctxstore"
+	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/wal"
 )
 
-// Search of context stores: exact k-nearest neighbours and hybrid retrieval over
-// one snapshot, the base table and the write-ahead log together (a record acked to
-// this worker is ranked from its ack on).
+// Search of context stores: k-nearest neighbours and hybrid retrieval over one
+// snapshot, the base table and the write-ahead log together (a record acked to this
+// worker is ranked from its ack on).
 //
-// The seam for an approximate index. A search ranks candidates from vectorSources;
-// today the only one is exactSource, a full scan of the snapshot. An IVF index
-// (another issue) adds a source that ranks the live rows of the base fragments it
-// covers, and the exact source is then narrowed to the rows the index does not
-// cover (the newer fragments and the pending generations and memtable). The two
-// lists merge in one TopK. What an index source must respect, and the exact scan
-// gets from wal.Snapshot.Scan: (1) rows a newer source shadows (the same id
-// rewritten in the WAL: an upsert, a patch, a delete) are not candidates; (2) the
-// filter applies before ranking; (3) distances are the store's metric
-// (ctxstore.DistanceFor).
+// rankVectors is the seam between the vector index and the exact scan. When the base
+// table has a vector index in the store's metric (built by the master's index task),
+// the base fragments it covers are ranked through it (indexSource: IVF partitions
+// probed, contextSearchNProbes of them) and everything else exactly (exactSource over
+// the snapshot with the covered fragments left out: the fragments appended since the
+// index, the pending generations, the memtable); both feed one TopK. What the index
+// source must respect, and the exact scan gets from wal.Snapshot.Scan: (1) rows a newer
+// source shadows (the same id rewritten in the WAL: an upsert, a patch, a delete) are
+// not candidates: the exact scan of the rest sees every such newer row, so an index
+// candidate whose id it meets is dropped; (2) the filter applies before ranking: a
+// search with equality filters ranks every row exactly (the filter is pushed into the
+// scan), and the state checks (tombstones, expiry, retirement) are made on the index's
+// candidates, which are taken from the table; (3) distances are the store's metric
+// (ctxstore.DistanceFor), recomputed on each candidate's stored vector. When too few of
+// the index's candidates survive (1) and (2) to fill the k best, the index is asked
+// for more, and past indexMaxCandidates the search is exact.
 
 // maxSearchLimit bounds the k of one search or retrieve.
 const maxSearchLimit = 1000
 
-// vectorSource ranks some rows of a snapshot into top.
-type vectorSource interface {
-	rank(ctx context.Context, sn cxView, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error
-}
+// contextSearchNProbes is the number of IVF partitions probed per index segment. The
+// reference's search request has no nprobes; this is LanceDB's default.
+const contextSearchNProbes = lance.DefaultNProbes
 
-// exactSource ranks every live row of the snapshot with an embedding by its exact
+// indexMaxCandidates bounds the candidates one search takes from the index; a search
+// that would need more (a store whose nearest rows are mostly retired, expired or
+// rewritten in the WAL) ranks every row exactly instead.
+const indexMaxCandidates = 8192
+
+// exactSource ranks the live rows of a snapshot with an embedding by their exact
 // distance to q.
 type exactSource struct{ dist ctxstore.Distance }
 
+// rank ranks every live row f keeps, the filter pushed into the scan.
 func (e exactSource) rank(ctx context.Context, sn cxView, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error {
-	cols := append([]string{ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
-	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, Filter: f.SQL()})
+	return e.scan(ctx, sn, wal.ScanOptions{Filter: f.SQL()}, q, f, nil, top)
+}
+
+// rankRest ranks the live rows outside the base fragments skip, and marks in seen the
+// ids of watch it meets, live or not (tombstones included: no filter is pushed down,
+// so every newer row of an id is met). f must have no equality filters.
+func (e exactSource) rankRest(ctx context.Context, sn cxView, q []float32, f ctxstore.Filter, skip []uint64,
+	watch, seen map[string]bool, top *ctxstore.TopK) error {
+	return e.scan(ctx, sn, wal.ScanOptions{SkipFragments: skip}, q, f, func(id string) {
+		if watch[id] {
+			seen[id] = true
+		}
+	}, top)
+}
+
+func (e exactSource) scan(ctx context.Context, sn cxView, opts wal.ScanOptions, q []float32, f ctxstore.Filter,
+	meet func(id string), top *ctxstore.TopK) error {
+	opts.Columns = append([]string{ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
+	rdr, err := sn.Scan(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -46,6 +75,9 @@ func (e exactSource) rank(ctx context.Context, sn cxView, q []float32, f ctxstor
 	for rdr.Next() {
 		rows := ctxstore.NewRows(rdr.RecordBatch())
 		for i := 0; i < rows.Len(); i++ {
+			if meet != nil {
+				meet(rows.String(ctxstore.ColID, i))
+			}
 			v := rows.Embedding(i)
 			if v == nil || !f.Live(rows, i) {
 				continue
@@ -56,10 +88,117 @@ func (e exactSource) rank(ctx context.Context, sn cxView, q []float32, f ctxstor
 	return rdr.Err()
 }
 
-// vectorSources are the sources a search of h ranks: the exact scan (the seam an
-// index plugs into, see above).
-func vectorSources(h *handle) []vectorSource {
-	return []vectorSource{exactSource{dist: h.cx.dist}}
+// indexCandidates is what the index gave one search.
+type indexCandidates struct {
+	// covered are the base fragments searched through the index.
+	covered []uint64
+	// live are the candidates that pass the filter's state checks, with their exact
+	// distances; ids holds their ids.
+	live []ctxstore.Candidate
+	ids  map[string]bool
+	// bound: every covered row of the probed partitions that is not a candidate is at
+	// least this far (by the index's distance); exhausted: there is no such row.
+	bound     float64
+	exhausted bool
+}
+
+// indexSource ranks the base fragments a vector index covers through it.
+type indexSource struct {
+	dist   ctxstore.Distance
+	metric string
+}
+
+// candidates asks the index of base for at least k candidates that pass f's state
+// checks (f has no equality filters). It returns nil when base has no index usable in
+// the store's metric, or when more than indexMaxCandidates would be needed.
+func (s indexSource) candidates(ctx context.Context, base *lance.Dataset, q []float32, f ctxstore.Filter, k int) (*indexCandidates, error) {
+	cols := append([]string{lance.RowIDColumn, ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
+	for want := k + k/2 + 8; ; want *= 4 {
+		if want > indexMaxCandidates {
+			return nil, nil
+		}
+		res, err := base.VectorSearch(ctx, ctxstore.ColEmbedding, q, want, lance.VectorSearchOptions{
+			Metric: s.metric, NProbes: contextSearchNProbes, IndexedOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		if res.Index == "" {
+			return nil, nil
+		}
+		out := &indexCandidates{covered: res.CoveredFragments, ids: map[string]bool{}, exhausted: len(res.Hits) < want}
+		if len(res.Hits) == 0 {
+			return out, nil
+		}
+		out.bound = float64(res.Hits[len(res.Hits)-1].Distance)
+		rowIDs := make([]uint64, len(res.Hits))
+		for i, h := range res.Hits {
+			rowIDs[i] = h.RowID
+		}
+		rec, err := base.Take(ctx, rowIDs, cols)
+		if err != nil {
+			return nil, err
+		}
+		rows := ctxstore.NewRows(rec)
+		for i := 0; i < rows.Len(); i++ {
+			v := rows.Embedding(i)
+			if v == nil || !f.Live(rows, i) {
+				continue
+			}
+			id := rows.String(ctxstore.ColID, i)
+			out.ids[id] = true
+			out.live = append(out.live, ctxstore.Candidate{ID: id, Score: float64(s.dist(q, v))})
+		}
+		rec.Release()
+		if len(out.live) >= k || out.exhausted {
+			return out, nil
+		}
+	}
+}
+
+// rankVectors returns the k rows of sn nearest to q that f keeps (see the comment at
+// the top of this file).
+func (s *Server) rankVectors(ctx context.Context, h *handle, sn cxView, q []float32, f ctxstore.Filter, k int) (*ctxstore.TopK, error) {
+	exact := exactSource{dist: h.cx.dist}
+	top := ctxstore.NewTopK(k)
+	if len(f.Eq) > 0 {
+		s.met.contextSearches.WithLabelValues("exact").Inc()
+		return top, exact.rank(ctx, sn, q, f, top)
+	}
+	ix, err := indexSource{dist: h.cx.dist, metric: h.cx.opts.DistanceMetric}.candidates(ctx, sn.Base(), q, f, k)
+	if err != nil {
+		return nil, err
+	}
+	if ix == nil {
+		s.met.contextSearches.WithLabelValues("exact").Inc()
+		b, err := s.cxVecs.get(ctx, h.cx, sn.Base())
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			return top, exact.rankCached(ctx, sn, b, q, f, top)
+		}
+		return top, exact.rank(ctx, sn, q, f, top)
+	}
+	seen := map[string]bool{}
+	if err := exact.rankRest(ctx, sn, q, f, ix.covered, ix.ids, seen, top); err != nil {
+		return nil, err
+	}
+	valid := 0
+	for _, c := range ix.live {
+		if !seen[c.ID] {
+			top.Push(c.ID, c.Score)
+			valid++
+		}
+	}
+	if ix.exhausted || valid >= k || top.Worst() < ix.bound {
+		s.met.contextSearches.WithLabelValues("index").Inc()
+		return top, nil
+	}
+	s.met.contextSearches.WithLabelValues("exact_fallback").Inc()
+	// Too many of the index's candidates were rewritten in the WAL to be sure of the k
+	// best: rank everything exactly.
+	top = ctxstore.NewTopK(k)
+	return top, exact.rank(ctx, sn, q, f, top)
 }
 
 // searchLimit checks a request's limit (default 10).
@@ -140,11 +279,9 @@ func (s *Server) handleContextSearch(w http.ResponseWriter, r *http.Request) {
 		if err := checkVector("query", req.Query, h.cx.opts.EmbeddingDim); err != nil {
 			return err
 		}
-		top := ctxstore.NewTopK(limit)
-		for _, src := range vectorSources(h) {
-			if err := src.rank(ctx, sn, req.Query, f, top); err != nil {
-				return err
-			}
+		top, err := s.rankVectors(ctx, h, sn, req.Query, f, limit)
+		if err != nil {
+			return err
 		}
 		best := top.Sorted()
 		ids := make([]string, len(best))
@@ -215,11 +352,9 @@ func (s *Server) handleContextRetrieve(w http.ResponseWriter, r *http.Request) {
 		var vecList, textList []string
 		dists := map[string]float32{}
 		if req.Vector != nil {
-			top := ctxstore.NewTopK(depth)
-			for _, src := range vectorSources(h) {
-				if err := src.rank(ctx, sn, req.Vector, f, top); err != nil {
-					return err
-				}
+			top, err := s.rankVectors(ctx, h, sn, req.Vector, f, depth)
+			if err != nil {
+				return err
 			}
 			for _, c := range top.Sorted() {
 				vecList = append(vecList, c.ID)

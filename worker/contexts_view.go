@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -33,7 +34,16 @@ type pinnedView struct{ ds *lance.Dataset }
 func (p pinnedView) Base() *lance.Dataset { return p.ds }
 
 func (p pinnedView) Scan(ctx context.Context, opts wal.ScanOptions) (array.RecordReader, error) {
-	return p.ds.Scan(ctx, lance.ScanOptions{Columns: opts.Columns, Filter: opts.Filter, Offset: opts.Offset, Limit: opts.Limit})
+	var frags []uint64
+	if len(opts.SkipFragments) > 0 {
+		frags = []uint64{}
+		for _, f := range p.ds.Fragments() {
+			if !slices.Contains(opts.SkipFragments, f.GetId()) {
+				frags = append(frags, f.GetId())
+			}
+		}
+	}
+	return p.ds.Scan(ctx, lance.ScanOptions{Columns: opts.Columns, Filter: opts.Filter, Offset: opts.Offset, Limit: opts.Limit, Fragments: frags})
 }
 
 func (p pinnedView) Get(ctx context.Context, key string, columns []string) (arrow.RecordBatch, bool, error) {

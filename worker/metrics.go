@@ -40,6 +40,9 @@ type metrics struct {
 	streamsAborted   *prometheus.CounterVec
 	requestsInFlight prometheus.Gauge
 	tempSwept        prometheus.Counter
+
+	// contextSearches counts the vector rankings of context searches by path.
+	contextSearches *prometheus.CounterVec
 }
 
 // Loop names, the label of the loop metrics and the names of the health checks.
@@ -133,6 +136,13 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		m.appendRetries, m.genericAppends, m.genericRows, m.genericAppendDuration, m.backpressure, m.cacheHits, m.cacheMisses, m.storeOpens, m.storeCloses, m.mergeRequests,
 		m.mergeOutcomes, m.mergeReclaimed, m.mergeSkipped, m.mergeSlotWait,
 		m.snapshotRetries, m.streamsAborted, m.requestsInFlight, m.tempSwept)
+	m.contextSearches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "context_vector_searches_total",
+		Help: "Vector rankings of context searches and retrieves by path: index (covered fragments through the vector index, the rest exact), exact (no usable index, or equality filters), exact_fallback (the index's candidates were mostly retired, expired or rewritten)."},
+		[]string{"path"})
+	for _, p := range []string{"index", "exact", "exact_fallback"} {
+		m.contextSearches.WithLabelValues(p)
+	}
+	reg.MustRegister(m.contextSearches)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_stores_resident",
 		Help: "Store handles open in this worker (each holds a WAL shard)."},
 		func() float64 {

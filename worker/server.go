@@ -34,6 +34,7 @@ type Server struct {
 	ownData  bool
 	walMet   *wal.Metrics
 	keyCache *lance.KeyCache // nil when Config.KeyCacheBytes < 0
+	cxVecs   *vecCache       // decoded base vectors of exact context searches (contexts_veccache.go)
 	met      *metrics
 	// rollouts and generics are the store kinds; kinds lists both.
 	rollouts *storeKind
@@ -81,6 +82,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.KeyCacheBytes > 0 {
 		s.keyCache = lance.NewKeyCache(cfg.KeyCacheBytes)
 	}
+	s.cxVecs = newVecCache(cfg.ContextVectorCacheBytes)
 	s.loops = loophealth.New(loophealth.Options{Subsystem: "worker", Registerer: cfg.Registerer, Now: cfg.Now})
 	for _, l := range []string{loopMerge, loopSeal} {
 		s.loops.Add(l, cfg.MergeInterval, 0).SetActive(true)
