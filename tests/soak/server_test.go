@@ -54,6 +54,7 @@ func soakServeFlags() []string {
 		"--cleanup-older-than-secs", "10",
 		"--cleanup-min-new-versions", "2",
 		"--task-recovery-interval-secs", "5",
+		"--context-index-interval-secs", "5",
 	}
 }
 
