@@ -22,8 +22,11 @@ func checkIPCVectors(body []byte) error {
 			n = binary.LittleEndian.Uint32(body[pos:])
 			pos += 4
 		}
-		if n == 0 || int64(n) > int64(len(body)-pos) {
-			return nil // end of stream, or framing the reader refuses
+		if n == 0 {
+			return nil // end of stream
+		}
+		if int64(n) > int64(len(body)-pos) {
+			return ipcErr(fmt.Errorf("a message of %d bytes in %d remaining", n, len(body)-pos))
 		}
 		meta := body[pos : pos+int(n)]
 		pos += int(n)
@@ -32,7 +35,7 @@ func checkIPCVectors(body []byte) error {
 			return err
 		}
 		if bodyLen < 0 || bodyLen > int64(len(body)-pos) {
-			return nil
+			return ipcErr(fmt.Errorf("a message body of %d bytes in %d remaining", bodyLen, len(body)-pos))
 		}
 		pos += int(bodyLen)
 	}
@@ -123,9 +126,12 @@ const (
 
 // checkMessage checks one message's vectors and returns its body length.
 func checkMessage(meta []byte) (int64, error) {
+	// A message this walk cannot read is refused, not handed to the IPC reader: the
+	// reader checks less (a vtable past its buffer, say) and may still size slices by
+	// lengths that were never checked here.
 	m, ok := fbRoot(meta)
 	if !ok {
-		return -1, nil
+		return 0, ipcErr(fmt.Errorf("a message whose flatbuffer root is out of bounds"))
 	}
 	if _, _, err := m.vector(msgCustomMetadata, 4); err != nil {
 		return 0, ipcErr(err)
@@ -139,12 +145,15 @@ func checkMessage(meta []byte) (int64, error) {
 		htype = meta[p]
 	}
 	hp := m.field(msgHeader)
-	if hp == 0 || int64(hp)+4 > int64(len(meta)) {
-		return bodyLen, nil
+	if hp == 0 {
+		return bodyLen, nil // no header: the reader refuses the message
+	}
+	if int64(hp)+4 > int64(len(meta)) {
+		return 0, ipcErr(fmt.Errorf("a message header out of bounds"))
 	}
 	h, ok := fbAt(meta, hp+flatbuffers.GetUOffsetT(meta[hp:]))
 	if !ok {
-		return bodyLen, nil
+		return 0, ipcErr(fmt.Errorf("a message header out of bounds"))
 	}
 	switch htype {
 	case headerSchema:
