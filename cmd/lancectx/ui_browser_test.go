@@ -72,6 +72,8 @@ type uiBrowser struct {
 	base     string
 	shots    string
 	download string
+	// downloaded receives the file name of each download the browser completes.
+	completed chan string
 
 	mu   sync.Mutex
 	errs []string
@@ -88,8 +90,9 @@ func newUIBrowser(t testing.TB, base string) *uiBrowser {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
-	b := &uiBrowser{t: t, ctx: ctx, base: base, shots: outputDir(t), download: t.TempDir()}
+	b := &uiBrowser{t: t, ctx: ctx, base: base, shots: outputDir(t), download: t.TempDir(), completed: make(chan string, 16)}
 	dl := b.download
+	eventsOn := true
 	// The first Do on the context starts the browser, which lives as long as that
 	// call's context: that one runs on ctx itself (ended by the cleanup), bounded by
 	// waiting for it here.
@@ -97,7 +100,7 @@ func newUIBrowser(t testing.TB, base string) *uiBrowser {
 	go func() {
 		started <- chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 			_, err := chromedp.Call(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-				Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dl})
+				Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dl, EventsEnabled: &eventsOn})
 			return err
 		}))
 	}()
@@ -108,6 +111,24 @@ func newUIBrowser(t testing.TB, base string) *uiBrowser {
 		}
 	case <-time.After(uiStepTimeout):
 		t.Fatalf("chromium (%s) did not start within %s", exe, uiStepTimeout)
+	}
+	// A download is done when the browser says so (its file is in place by then):
+	// the test waits on these events, not on polling the directory.
+	names := map[string]string{} // guid -> file name; the listener runs on one goroutine
+	if err := chromedp.Listen(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *browser.EventDownloadWillBegin:
+			names[e.GUID] = e.SuggestedFilename
+		case *browser.EventDownloadProgress:
+			if e.State == browser.DownloadProgressStateCompleted {
+				select {
+				case b.completed <- names[e.GUID]:
+				default: // nobody waits for 16 downloads: a test reads each one it starts
+				}
+			}
+		}
+	}); err != nil {
+		t.Fatalf("listen for downloads: %v", err)
 	}
 	// Every console call of level error, uncaught exception, unhandled rejection and
 	// browser log error (a failed load among them) is collected.
@@ -284,19 +305,27 @@ func (b *uiBrowser) shot(name string) {
 	}
 }
 
-// downloaded waits for a finished download named name and returns its bytes.
+// downloaded waits for the browser to report the download named name finished and
+// returns its bytes.
 func (b *uiBrowser) downloaded(name string) []byte {
 	b.t.Helper()
-	deadline := time.Now().Add(uiStepTimeout)
+	timeout := time.NewTimer(uiStepTimeout)
+	defer timeout.Stop()
 	for {
-		if data, err := os.ReadFile(filepath.Join(b.download, name)); err == nil {
+		select {
+		case got := <-b.completed:
+			if got != name {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(b.download, name))
+			if err != nil {
+				b.t.Fatalf("download %s finished, but: %v", name, err)
+			}
 			return data
-		}
-		if time.Now().After(deadline) {
+		case <-timeout.C:
 			entries, _ := os.ReadDir(b.download)
-			b.t.Fatalf("no download %s in %s (has %v)", name, b.download, entries)
+			b.t.Fatalf("no finished download %s within %s (%s has %v)", name, uiStepTimeout, b.download, entries)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
