@@ -104,6 +104,50 @@ func (d *Decoder) MiniBlock(bufs [][]byte, n uint64) (*Block, error) {
 	return d.miniBlock(d.enc, bufs, n)
 }
 
+// Scratch holds the buffers of one variable-width chunk decode for the next one to reuse:
+// a scan decodes thousands of chunks of a string column one after another, and fresh
+// offsets and FSST output for each made the garbage collector the largest cost of a
+// string scan. The zero value is ready; a Scratch serves one goroutine.
+type Scratch struct {
+	data []byte
+	offs [2][]uint64 // [0]: the chunk's stored offsets, [1]: FSST's decoded offsets
+}
+
+// MiniBlockScratch is MiniBlock, except that the offsets and decoded bytes of a plain or
+// FSST-compressed variable-width chunk live in s's buffers: the Block is valid until s
+// is used again. Other encodings decode as MiniBlock does (s nil: MiniBlock).
+func (d *Decoder) MiniBlockScratch(bufs [][]byte, n uint64, s *Scratch) (*Block, error) {
+	if s != nil {
+		switch c := d.enc.GetCompression().(type) {
+		case *pb.CompressiveEncoding_Variable:
+			return d.variableChunkInto(c.Variable, bufs, n, &s.offs[0])
+		case *pb.CompressiveEncoding_Fsst:
+			if v := c.Fsst.GetValues().GetVariable(); v != nil {
+				inner, err := d.variableChunkInto(v, bufs, n, &s.offs[0])
+				if err != nil {
+					return nil, err
+				}
+				return d.fsstBlockInto(c.Fsst, inner, s)
+			}
+		}
+	}
+	return d.MiniBlock(bufs, n)
+}
+
+// reuseOffsets returns n offsets in *dst's storage (grown when short, kept in *dst),
+// the first one zero and the others to be written by the caller; dst nil allocates.
+func reuseOffsets(dst *[]uint64, n uint64) []uint64 {
+	if dst == nil {
+		return make([]uint64, n)
+	}
+	if uint64(cap(*dst)) < n {
+		*dst = make([]uint64, n)
+	}
+	o := (*dst)[:n]
+	o[0] = 0
+	return o
+}
+
 // Buffer decodes one whole buffer holding n values (Lance's block layout).
 func (d *Decoder) Buffer(buf []byte, n uint64) (*Block, error) {
 	return d.block(d.enc, buf, n)

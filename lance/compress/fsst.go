@@ -162,6 +162,11 @@ func grow(b []byte, extra int) []byte {
 
 // fsstBlock decodes the values of a variable block of FSST codes.
 func (d *Decoder) fsstBlock(f *pb.Fsst, in *Block) (*Block, error) {
+	return d.fsstBlockInto(f, in, nil)
+}
+
+// fsstBlockInto is fsstBlock decoding into s's buffers when s is not nil.
+func (d *Decoder) fsstBlockInto(f *pb.Fsst, in *Block, s *Scratch) (*Block, error) {
 	t := d.fsst[f]
 	if in.Offsets == nil || uint64(len(in.Offsets)) != in.N+1 {
 		return nil, corruptf("fsst over a block that is not variable width")
@@ -172,8 +177,16 @@ func (d *Decoder) fsstBlock(f *pb.Fsst, in *Block) (*Block, error) {
 	// FSST usually compresses text 2-4x: start there and grow when a value might not fit
 	// (cheaper than sizing the output exactly with a pass over the codes).
 	codes := in.Offsets[in.N] - in.Offsets[0]
-	out := make([]byte, 0, 3*codes+fsstWindow)
-	offsets := make([]uint64, in.N+1)
+	var out []byte
+	var offsets []uint64
+	if s != nil {
+		out = grow(s.data[:0], int(3*codes+fsstWindow))
+		offsets = reuseOffsets(&s.offs[1], in.N+1)
+		defer func() { s.data = out[:0] }()
+	} else {
+		out = make([]byte, 0, 3*codes+fsstWindow)
+		offsets = make([]uint64, in.N+1)
+	}
 	pos := 0
 	for i := uint64(0); i < in.N; i++ {
 		v := in.Data[in.Offsets[i]:in.Offsets[i+1]]

@@ -2,6 +2,7 @@ package compress
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -195,8 +196,21 @@ func FuzzMiniBlock(f *testing.F) {
 		if !ok {
 			return
 		}
-		b, err := d.MiniBlock(splitBufs(data, cut1, cut2), uint64(n))
+		bufs := splitBufs(data, cut1, cut2)
+		b, err := d.MiniBlock(bufs, uint64(n))
 		checkFuzzResult(t, b, err, uint64(n))
+		// Through a Scratch, twice (the second decode reuses the first's buffers): the
+		// same block or the same failure.
+		var s Scratch
+		for range 2 {
+			sb, serr := d.MiniBlockScratch(bufs, uint64(n), &s)
+			if (serr == nil) != (err == nil) {
+				t.Fatalf("MiniBlock: %v; MiniBlockScratch: %v", err, serr)
+			}
+			if err == nil && !reflect.DeepEqual(sb, b) {
+				t.Fatalf("MiniBlockScratch gives %+v, MiniBlock %+v", sb, b)
+			}
+		}
 	})
 }
 

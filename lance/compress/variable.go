@@ -33,6 +33,12 @@ func variableOffsetWidth(v *pb.Variable) (int, error) {
 // needs no payload, e.g. range) and a buffer of exactly the values' bytes, and the offsets
 // start at 0. The bytes are returned without a copy.
 func (d *Decoder) variableChunk(v *pb.Variable, bufs [][]byte, n uint64) (*Block, error) {
+	return d.variableChunkInto(v, bufs, n, nil)
+}
+
+// variableChunkInto is variableChunk keeping the offsets in *dst (grown as needed) when
+// dst is not nil.
+func (d *Decoder) variableChunkInto(v *pb.Variable, bufs [][]byte, n uint64, dst *[]uint64) (*Block, error) {
 	if v.GetValues() != nil {
 		return nil, unsupportedf("compressed variable bytes in a mini-block chunk")
 	}
@@ -53,7 +59,7 @@ func (d *Decoder) variableChunk(v *pb.Variable, bufs [][]byte, n uint64) (*Block
 	if n >= uint64(len(buf))/uint64(w) {
 		return nil, corruptf("variable chunk: %d values need %d offsets, have %d bytes", n, n+1, len(buf))
 	}
-	offsets := make([]uint64, n+1)
+	offsets := reuseOffsets(dst, n+1)
 	size := uint64(len(buf))
 	var first, prev uint64
 	if w == 4 {

@@ -125,7 +125,7 @@ func decodeLevels(dec *compress.Decoder, enc *pb21.CompressiveEncoding, b []byte
 }
 
 // decodeMiniValues decodes the n values of one mini-block chunk.
-func decodeMiniValues(dec *compress.Decoder, enc *pb21.CompressiveEncoding, bufs [][]byte, n int) (*compress.Block, error) {
+func decodeMiniValues(dec *compress.Decoder, enc *pb21.CompressiveEncoding, bufs [][]byte, n int, sc *compress.Scratch) (*compress.Block, error) {
 	if w := plainFlat(enc); w > 0 && len(bufs) == 1 {
 		if err := needBits(bufs[0], n, w); err != nil {
 			return nil, err
@@ -142,7 +142,7 @@ func decodeMiniValues(dec *compress.Decoder, enc *pb21.CompressiveEncoding, bufs
 			return &compress.Block{N: uint64(n), Dimension: dim, Child: child}, nil
 		}
 	}
-	blk, err := dec.MiniBlock(bufs, uint64(n))
+	blk, err := dec.MiniBlockScratch(bufs, uint64(n), sc)
 	if err != nil {
 		return nil, fmt.Errorf("values (%s): %w", encName21(enc), compressErr(err))
 	}
@@ -348,7 +348,9 @@ type miniChunkData struct {
 	vals      *compress.Block
 }
 
-func (mp *miniPage) decodeChunk(data []byte, ci int) (*miniChunkData, error) {
+// decodeChunk decodes chunk ci; its values may live in sc (nil: fresh buffers), valid
+// until sc's next use.
+func (mp *miniPage) decodeChunk(data []byte, ci int, sc *compress.Scratch) (*miniChunkData, error) {
 	c := &mp.chunks[ci]
 	b := data[c.off : c.off+c.size]
 	pos := 0
@@ -454,7 +456,7 @@ func (mp *miniPage) decodeChunk(data []byte, ci int) (*miniChunkData, error) {
 	} else if numLevels != 0 {
 		return nil, corruptf(-1, "chunk %d: %d levels without level buffers", ci, numLevels)
 	}
-	if out.vals, err = decodeMiniValues(mp.vdec, mp.lay.GetValueCompression(), vbufs, c.values); err != nil {
+	if out.vals, err = decodeMiniValues(mp.vdec, mp.lay.GetValueCompression(), vbufs, c.values, sc); err != nil {
 		return nil, fmt.Errorf("chunk %d: %w", ci, err)
 	}
 	return out, nil

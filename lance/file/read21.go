@@ -117,9 +117,11 @@ type leaf21 struct {
 	pages  pageSource
 	levels levelSink
 	sink   valueSink
-	// chunk is the mini-block chunk decoded last (on page chunkPage).
-	chunk     *miniChunkData
-	chunkPage int
+	// chunk is the mini-block chunk decoded last (on page chunkPage); its values may
+	// live in chunkScratch, which the next chunk's decode reuses.
+	chunk        *miniChunkData
+	chunkPage    int
+	chunkScratch compress.Scratch
 	// scratch for full-zip levels and values
 	rep, def []uint16
 	vals     []byte
@@ -358,7 +360,9 @@ func (l *leaf21) chunkAt(mp *miniPage, pageIdx int, data []byte, ci int) (*miniC
 	if l.chunk != nil && l.chunkPage == pageIdx && l.chunk.idx == ci {
 		return l.chunk, nil
 	}
-	c, err := mp.decodeChunk(data, ci)
+	// The decode overwrites the scratch the cached chunk's values may live in.
+	l.chunk = nil
+	c, err := mp.decodeChunk(data, ci, &l.chunkScratch)
 	if err != nil {
 		return nil, err
 	}

@@ -253,9 +253,30 @@ type binSink struct {
 	large bool
 	offs  []int64
 	data  []byte
+	// expect is the number of values announced through reserve.
+	expect int
 }
 
-func (s *binSink) reserve(n int) { s.offs = slices.Grow(s.offs, preallocBytes(8*n)/8) }
+func (s *binSink) reserve(n int) {
+	s.expect += n
+	s.offs = slices.Grow(s.offs, preallocBytes(8*n)/8)
+}
+
+// room makes room in s.data for size more bytes of vals more values. Growth
+// extrapolates the average value size so far to the values still expected, so that a
+// batch's bytes are usually allocated once or twice rather than doubled up to.
+func (s *binSink) room(size, vals int) {
+	if cap(s.data)-len(s.data) >= size {
+		return
+	}
+	have, rows := len(s.data)+size, len(s.offs)-1+vals
+	want := have
+	if left := s.expect - rows; left > 0 && rows > 0 {
+		want += int(float64(have) / float64(rows) * float64(left) * 1.05)
+	}
+	want = max(have, min(want, have+maxPrealloc))
+	s.data = slices.Grow(s.data, want-len(s.data))
+}
 
 func (s *binSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Block) error {
 	if lo >= hi {
@@ -285,7 +306,7 @@ func (s *binSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Blo
 		if err := s.bud.take(int(size) + 8*(hi-lo)); err != nil {
 			return err
 		}
-		s.data = slices.Grow(s.data, int(size))
+		s.room(int(size), hi-lo)
 		for i := lo; i < hi; i++ {
 			k, _ := dictIndex(b, i)
 			s.data = append(s.data, dict.Data[dict.Offsets[k]:dict.Offsets[k+1]]...)
@@ -301,6 +322,7 @@ func (s *binSink) appendValues(b *compress.Block, lo, hi int, dict *compress.Blo
 		return err
 	}
 	base := int64(len(s.data)) - int64(start)
+	s.room(int(end-start), hi-lo)
 	s.data = append(s.data, b.Data[start:end]...)
 	for _, o := range b.Offsets[lo+1 : hi+1] {
 		s.offs = append(s.offs, base+int64(o))
