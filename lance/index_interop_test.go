@@ -340,11 +340,11 @@ func liveIndexedRows(t *testing.T, ds *lance.Dataset, name string) int64 {
 	return n
 }
 
-// createIndexedTable creates a 2.0 table with LanceDB (ids 0..399, then 400..459 in a
-// second fragment) and builds the indices over both fragments.
-func createIndexedTable(t *testing.T, o *oracle.Oracle, path string, stable, vector bool) {
+// createIndexedTable creates a table in data storage version version with LanceDB (ids
+// 0..399, then 400..459 in a second fragment) and builds the indices over both fragments.
+func createIndexedTable(t *testing.T, o *oracle.Oracle, path, version string, stable, vector bool) {
 	t.Helper()
-	if _, err := o.Create(path, []byte(indexedSchemaJSON), indexedRows(1, 0, 400), oracle.CreateOptions{StorageVersion: "2.0", StableRowIDs: stable}); err != nil {
+	if _, err := o.Create(path, []byte(indexedSchemaJSON), indexedRows(1, 0, 400), oracle.CreateOptions{StorageVersion: version, StableRowIDs: stable}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := o.Add(path, indexedRows(1, 400, 60)); err != nil {
@@ -358,13 +358,23 @@ func createIndexedTable(t *testing.T, o *oracle.Oracle, path string, stable, vec
 // and of a whole indexed fragment, merge-insert, a new column, compaction, cleanup);
 // after each, LanceDB reports the same indices, counts indexed and unindexed rows as
 // the index section says, and its indexed queries return what an unindexed evaluation
-// returns. LanceDB's own optimize then still works on the result.
+// returns. LanceDB's own optimize then still works on the result. Both in data storage
+// version 2.0 and in 2.1 (LanceDB's default, so most indexed tables users bring).
 func TestIndexedDatasetThroughWritePaths(t *testing.T) {
+	for _, version := range []string{"2.0", "2.1"} {
+		t.Run(version, func(t *testing.T) { testIndexedDatasetThroughWritePaths(t, version) })
+	}
+}
+
+func testIndexedDatasetThroughWritePaths(t *testing.T, version string) {
 	ctx := context.Background()
 	o := oracle.New(t)
 	path := filepath.Join(t.TempDir(), "indexed.lance")
-	createIndexedTable(t, o, path, false, true)
+	createIndexedTable(t, o, path, version, false, true)
 	ds, _ := checkIndexed(t, o, path, "as LanceDB built it", allIndices)
+	if got := ds.DataStorageVersion(); got != version {
+		t.Fatalf("LanceDB created a %s table, want %s", got, version)
+	}
 	uuids := func(ds *lance.Dataset) []string {
 		infos, err := ds.Indices()
 		if err != nil {
@@ -417,6 +427,13 @@ func TestIndexedDatasetThroughWritePaths(t *testing.T) {
 		t.Fatalf("compaction changed the indices: %v, LanceDB built %v", got, built)
 	}
 	checkIndexed(t, o, path, "after lancectx compaction", allIndices)
+	for _, f := range ds.Fragments() {
+		for _, df := range f.GetFiles() {
+			if got := fmt.Sprintf("%d.%d", df.GetFileMajorVersion(), df.GetFileMinorVersion()); got != version {
+				t.Fatalf("fragment %d: data file %s is format %s in a %s table", f.GetId(), df.GetPath(), got, version)
+			}
+		}
+	}
 
 	cres, err := ds.Cleanup(ctx, lance.CleanupOptions{DeleteUnverified: true})
 	if err != nil || !cres.Complete || cres.VersionsRemoved == 0 {
@@ -434,6 +451,9 @@ func TestIndexedDatasetThroughWritePaths(t *testing.T) {
 		t.Fatalf("LanceDB optimize after lancectx maintenance: %v", err)
 	}
 	ds, _ = checkIndexed(t, o, path, "after LanceDB optimize", allIndices)
+	if got := ds.DataStorageVersion(); got != version {
+		t.Fatalf("after the write paths the table says %s, want %s", got, version)
+	}
 	if _, err := ds.Append(ctx, indexedBatch(t, indexedRows(4, 700, 20)), lance.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -614,12 +634,19 @@ func checkRowIDs(t *testing.T, what string, ds *lance.Dataset, got, before map[i
 // the four index kinds goes through lancectx's appends, delete, merge-insert,
 // compaction and cleanup. LanceDB sees every row keep its id (compaction included) and
 // new rows get fresh ids, the indices answer right, and LanceDB's own appends and
-// deletes continue from lancectx's next_row_id.
+// deletes continue from lancectx's next_row_id. Both in data storage version 2.0 and
+// in 2.1.
 func TestStableRowIDsIndexedThroughWritePaths(t *testing.T) {
+	for _, version := range []string{"2.0", "2.1"} {
+		t.Run(version, func(t *testing.T) { testStableRowIDsIndexedThroughWritePaths(t, version) })
+	}
+}
+
+func testStableRowIDsIndexedThroughWritePaths(t *testing.T, version string) {
 	ctx := context.Background()
 	o := oracle.New(t)
 	path := filepath.Join(t.TempDir(), "stable.lance")
-	createIndexedTable(t, o, path, true, true)
+	createIndexedTable(t, o, path, version, true, true)
 	ds, ids := checkIndexed(t, o, path, "as LanceDB built it", allIndices)
 	if ds.Manifest().GetReaderFeatureFlags()&2 == 0 || ds.Manifest().GetNextRowId() != 460 {
 		t.Fatalf("LanceDB did not create stable row ids: flags %d next_row_id %d", ds.Manifest().GetReaderFeatureFlags(), ds.Manifest().GetNextRowId())
@@ -688,7 +715,7 @@ func TestStableRowIDsLanceDBCompactsLancectxFragments(t *testing.T) {
 	ctx := context.Background()
 	o := oracle.New(t)
 	path := filepath.Join(t.TempDir(), "stable-ldb.lance")
-	createIndexedTable(t, o, path, true, false)
+	createIndexedTable(t, o, path, "2.0", true, false)
 	ds, err := lance.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
