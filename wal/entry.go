@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -49,17 +50,163 @@ func putEntryBuf(b []byte) {
 
 // encodeEntry writes the batches (all laid out as s) as one Arrow IPC stream whose
 // schema metadata names the shard, the writer epoch and the sequence number. The
-// result comes from entryBufs; putEntryBuf takes it back once nothing reads it.
+// result comes from entryBufs; putEntryBuf takes it back once nothing reads it. A
+// shard's commit loop keeps one entryEncoder instead (see there).
 func encodeEntry(s *arrow.Schema, shard string, epoch, seq uint64, recs []arrow.RecordBatch) ([]byte, error) {
+	enc, err := newEntryEncoder(s, shard, epoch)
+	if err != nil {
+		return nil, err
+	}
+	return enc.encode(seq, recs)
+}
+
+// seqDigits is the width of the sequence number in an entry's schema metadata: the
+// number is written zero-padded, so every entry of a writer has a schema message of
+// the same bytes but for these digits (strconv.ParseUint reads the padded form, and
+// entries written before with the short form read as they did).
+const seqDigits = 20
+
+// ipcEOS ends an Arrow IPC stream: the continuation marker and a zero length.
+var ipcEOS = [8]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
+
+// entryEncoder encodes the entries of one shard writer (schema, shard, epoch). It
+// builds the IPC schema message once and patches the sequence digits into a copy per
+// entry: building it per entry (flatbuffers for every field) was a tenth of the bytes
+// the worker allocated under append load. The record batch messages are written as
+// ipc.Writer writes them. Not safe for concurrent use (the commit loop owns it).
+type entryEncoder struct {
+	schema *arrow.Schema // s with the entry metadata
+	// header is the stream up to the first batch: the schema message, with the
+	// sequence digits at seqAt (nil: the schema has dictionaries, which ipc.Writer
+	// must write before each batch, so every entry goes through it).
+	header []byte
+	seqAt  int
+	shard  string
+	epoch  uint64
+}
+
+func entrySchema(s *arrow.Schema, shard string, epoch uint64, seq string) *arrow.Schema {
 	md := arrow.NewMetadata(
 		[]string{metaShard, metaEpoch, metaSeq},
-		[]string{shard, strconv.FormatUint(epoch, 10), strconv.FormatUint(seq, 10)},
+		[]string{shard, strconv.FormatUint(epoch, 10), seq},
 	)
-	ws := arrow.NewSchema(s.Fields(), &md)
+	return arrow.NewSchema(s.Fields(), &md)
+}
+
+func padSeq(seq uint64) string {
+	d := strconv.FormatUint(seq, 10)
+	return strings.Repeat("0", max(0, seqDigits-len(d))) + d
+}
+
+func newEntryEncoder(s *arrow.Schema, shard string, epoch uint64) (*entryEncoder, error) {
+	e := &entryEncoder{schema: entrySchema(s, shard, epoch, padSeq(0)), shard: shard, epoch: epoch}
+	if hasDictionary(s.Fields()) {
+		return e, nil
+	}
+	// The header for two sequence numbers that differ in every digit locates them.
+	lo, err := streamHeader(e.schema)
+	if err != nil {
+		return nil, err
+	}
+	hi, err := streamHeader(entrySchema(s, shard, epoch, strings.Repeat("9", seqDigits)))
+	if err != nil {
+		return nil, err
+	}
+	at := 0
+	for at < len(lo) && at < len(hi) && lo[at] == hi[at] {
+		at++
+	}
+	if len(lo) != len(hi) || at+seqDigits > len(lo) || !bytes.Equal(lo[at+seqDigits:], hi[at+seqDigits:]) ||
+		string(lo[at:at+seqDigits]) != padSeq(0) {
+		return e, nil // not laid out as expected: ipc.Writer for every entry
+	}
+	e.header, e.seqAt = lo, at
+	return e, nil
+}
+
+// streamHeader is the IPC stream of schema s without batches and end marker.
+func streamHeader(s *arrow.Schema) ([]byte, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(s), ipc.WithAllocator(memory.DefaultAllocator))
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("wal: encode entry schema: %w", err)
+	}
+	b := buf.Bytes()
+	if !bytes.HasSuffix(b, ipcEOS[:]) {
+		return nil, fmt.Errorf("wal: encode entry schema: the stream does not end with the end-of-stream marker")
+	}
+	return b[:len(b)-len(ipcEOS)], nil
+}
+
+func hasDictionary(fields []arrow.Field) bool {
+	for _, f := range fields {
+		if f.Type.ID() == arrow.DICTIONARY {
+			return true
+		}
+		if n, ok := f.Type.(arrow.NestedType); ok && hasDictionary(n.Fields()) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendWriter appends what is written to b.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// encode writes entry seq of recs (see encodeEntry).
+func (e *entryEncoder) encode(seq uint64, recs []arrow.RecordBatch) ([]byte, error) {
 	size := 4096 * (len(recs) + 1) // the schema and per-batch metadata
 	for _, r := range recs {
 		size += int(arrowrows.Bytes(r))
 	}
+	if e.header == nil {
+		return e.encodeWriter(seq, recs, size)
+	}
+	w := &appendWriter{b: append(getEntryBuf(size), e.header...)}
+	copy(w.b[e.seqAt:e.seqAt+seqDigits], padSeq(seq))
+	for _, r := range recs {
+		rec := r
+		if !r.Schema().Equal(e.schema) {
+			rec = arrowrows.Project(r, e.schema)
+		} else {
+			rec.Retain()
+		}
+		err := writeBatch(w, rec)
+		rec.Release()
+		if err != nil {
+			putEntryBuf(w.b)
+			return nil, fmt.Errorf("wal: encode entry: %w", err)
+		}
+	}
+	w.b = append(w.b, ipcEOS[:]...)
+	return appendTrailer(w.b), nil
+}
+
+// writeBatch writes rec as one IPC record batch message, as ipc.Writer.Write does for
+// a schema without dictionaries.
+func writeBatch(w io.Writer, rec arrow.RecordBatch) (err error) {
+	defer func() { // as ipc.Writer, a panic of the encoder is an error
+		if p := recover(); p != nil {
+			err = fmt.Errorf("arrow/ipc: %v", p)
+		}
+	}()
+	p, err := ipc.GetRecordBatchPayload(rec, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return err
+	}
+	defer p.Release()
+	_, err = p.WritePayload(w)
+	return err
+}
+
+// encodeWriter encodes the entry with ipc.Writer, schema message and all.
+func (e *entryEncoder) encodeWriter(seq uint64, recs []arrow.RecordBatch, size int) ([]byte, error) {
+	ws := entrySchema(e.schema, e.shard, e.epoch, padSeq(seq))
 	buf := bytes.NewBuffer(getEntryBuf(size))
 	w := ipc.NewWriter(buf, ipc.WithSchema(ws), ipc.WithAllocator(memory.DefaultAllocator))
 	for _, r := range recs {
