@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -71,18 +72,28 @@ var ipcEOS = [8]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
 
 // entryEncoder encodes the entries of one shard writer (schema, shard, epoch). It
 // builds the IPC schema message once and patches the sequence digits into a copy per
-// entry: building it per entry (flatbuffers for every field) was a tenth of the bytes
-// the worker allocated under append load. The record batch messages are written as
-// ipc.Writer writes them. Not safe for concurrent use (the commit loop owns it).
+// entry: building it per entry (flatbuffers for every field) was half the time of an
+// entry's encoding and a tenth of the bytes the worker allocated under append load.
+// The record batch messages are written as ipc.Writer writes them. A dictionary column
+// (the rollout role) makes ipc.Writer put a dictionary message before an entry's first
+// batch; the encoder keeps those messages from the last entry ipc.Writer wrote and
+// reuses them while the entries' dictionaries are equal to the ones they encode (the
+// equality ipc.Writer itself uses to skip an unchanged dictionary). Not safe for
+// concurrent use (the commit loop owns it).
 type entryEncoder struct {
 	schema *arrow.Schema // s with the entry metadata
-	// header is the stream up to the first batch: the schema message, with the
-	// sequence digits at seqAt (nil: the schema has dictionaries, which ipc.Writer
-	// must write before each batch, so every entry goes through it).
+	// header is the stream up to the first message after the schema, with the
+	// sequence digits at seqAt (nil: every entry goes through ipc.Writer, as for a
+	// dictionary below the top level of the schema).
 	header []byte
 	seqAt  int
-	shard  string
-	epoch  uint64
+	// dictCols are the top-level dictionary columns; dictMsgs are the dictionary
+	// messages ipc.Writer wrote for dicts, their dictionaries (nil: none yet).
+	dictCols []int
+	dictMsgs []byte
+	dicts    []arrow.Array
+	shard    string
+	epoch    uint64
 }
 
 func entrySchema(s *arrow.Schema, shard string, epoch uint64, seq string) *arrow.Schema {
@@ -100,8 +111,15 @@ func padSeq(seq uint64) string {
 
 func newEntryEncoder(s *arrow.Schema, shard string, epoch uint64) (*entryEncoder, error) {
 	e := &entryEncoder{schema: entrySchema(s, shard, epoch, padSeq(0)), shard: shard, epoch: epoch}
-	if hasDictionary(s.Fields()) {
-		return e, nil
+	for i, f := range s.Fields() {
+		if f.Type.ID() == arrow.DICTIONARY {
+			if d := f.Type.(*arrow.DictionaryType); hasDictionary([]arrow.Field{{Type: d.ValueType}}) {
+				return e, nil
+			}
+			e.dictCols = append(e.dictCols, i)
+		} else if hasDictionary([]arrow.Field{f}) {
+			return e, nil // a nested dictionary: ipc.Writer for every entry
+		}
 	}
 	// The header for two sequence numbers that differ in every digit locates them.
 	lo, err := streamHeader(e.schema)
@@ -150,6 +168,85 @@ func hasDictionary(fields []arrow.Field) bool {
 	return false
 }
 
+// dictsMatch reports whether every batch's dictionaries equal e.dicts, by ipc.Writer's
+// test for an unchanged dictionary (so it would write the same messages).
+func (e *entryEncoder) dictsMatch(recs []arrow.RecordBatch) bool {
+	if len(e.dictCols) == 0 {
+		return true
+	}
+	if e.dicts == nil {
+		return false
+	}
+	eq := array.WithNaNsEqual(true)
+	for _, r := range recs {
+		if !r.Schema().Equal(e.schema) {
+			return false // projected to the schema first: let ipc.Writer handle it
+		}
+		for j, c := range e.dictCols {
+			d, ok := r.Column(c).(*array.Dictionary)
+			if !ok {
+				return false
+			}
+			if dv := d.Dictionary(); dv.Data() != e.dicts[j].Data() &&
+				(dv.Len() != e.dicts[j].Len() || !array.ApproxEqual(dv, e.dicts[j], eq)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// learnDicts keeps the dictionary messages of entry buf (written by ipc.Writer from
+// recs) and the first batch's dictionaries they encode.
+func (e *entryEncoder) learnDicts(buf []byte, recs []arrow.RecordBatch) {
+	if len(e.dictCols) == 0 || len(recs) == 0 || e.header == nil || len(buf) < len(e.header) ||
+		!recs[0].Schema().Equal(e.schema) {
+		return
+	}
+	end, ok := dictMessagesEnd(buf, len(e.header))
+	if !ok {
+		return
+	}
+	dicts := make([]arrow.Array, len(e.dictCols))
+	for j, c := range e.dictCols {
+		d, ok := recs[0].Column(c).(*array.Dictionary)
+		if !ok {
+			return
+		}
+		dicts[j] = d.Dictionary()
+	}
+	for _, d := range e.dicts {
+		d.Release()
+	}
+	for _, d := range dicts {
+		d.Retain()
+	}
+	e.dictMsgs, e.dicts = append(e.dictMsgs[:0], buf[len(e.header):end]...), dicts
+}
+
+// dictMessagesEnd walks the IPC messages of buf from off while they are dictionary
+// batches and returns where the first other message starts.
+func dictMessagesEnd(buf []byte, off int) (int, bool) {
+	for {
+		if off+8 > len(buf) || binary.LittleEndian.Uint32(buf[off:]) != 0xffffffff {
+			return 0, false
+		}
+		metaLen := int(binary.LittleEndian.Uint32(buf[off+4:]))
+		mr := ipc.NewMessageReader(bytes.NewReader(buf[off:]))
+		msg, err := mr.Message()
+		if err != nil {
+			mr.Release()
+			return 0, false
+		}
+		typ, bodyLen := msg.Type(), msg.BodyLen()
+		mr.Release()
+		if typ != ipc.MessageDictionaryBatch {
+			return off, true
+		}
+		off += 8 + metaLen + int(bodyLen)
+	}
+}
+
 // appendWriter appends what is written to b.
 type appendWriter struct{ b []byte }
 
@@ -164,11 +261,18 @@ func (e *entryEncoder) encode(seq uint64, recs []arrow.RecordBatch) ([]byte, err
 	for _, r := range recs {
 		size += int(arrowrows.Bytes(r))
 	}
-	if e.header == nil {
-		return e.encodeWriter(seq, recs, size)
+	if e.header == nil || len(recs) > 0 && !e.dictsMatch(recs) {
+		buf, err := e.encodeWriter(seq, recs, size)
+		if err == nil && e.header != nil {
+			e.learnDicts(buf, recs)
+		}
+		return buf, err
 	}
 	w := &appendWriter{b: append(getEntryBuf(size), e.header...)}
 	copy(w.b[e.seqAt:e.seqAt+seqDigits], padSeq(seq))
+	if len(recs) > 0 {
+		w.b = append(w.b, e.dictMsgs...)
+	}
 	for _, r := range recs {
 		rec := r
 		if !r.Schema().Equal(e.schema) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 func validEntry(t testing.TB) []byte {
@@ -100,5 +102,91 @@ func TestEntryEncoderHeader(t *testing.T) {
 			t.Errorf("seq %d decoded as seq %d epoch %d rows %d", seq, e.seq, e.epoch, e.rows)
 		}
 		e.release()
+	}
+}
+
+// TestEntryEncoderDictionary: with a dictionary column (as the rollout role), the
+// encoder reuses the dictionary messages of the last entry ipc.Writer wrote while the
+// dictionaries stay equal, with the same bytes as ipc.Writer, and goes back to
+// ipc.Writer (and learns again) when a dictionary changes.
+func TestEntryEncoderDictionary(t *testing.T) {
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.BinaryTypes.String},
+		{Name: "role", Type: dt, Nullable: true},
+	}, nil)
+	batch := func(dict []string, ids ...string) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		defer b.Release()
+		db := b.Field(1).(*array.BinaryDictionaryBuilder)
+		sb := array.NewStringBuilder(memory.DefaultAllocator) // the dictionary in this order, as buildRole makes it
+		defer sb.Release()
+		sb.AppendValues(dict, nil)
+		values := sb.NewStringArray()
+		defer values.Release()
+		if err := db.InsertStringDictValues(values); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range ids {
+			b.Field(0).(*array.StringBuilder).Append(id)
+			if err := db.AppendString(dict[i%len(dict)]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b.NewRecordBatch()
+	}
+	enc, err := newEntryEncoder(schema, "shard-d", 2)
+	if err != nil || enc.header == nil {
+		t.Fatalf("encoder: %v (header cached: %v)", err, enc != nil && enc.header != nil)
+	}
+	roles := []string{"system", "user", "assistant"}
+	entries := [][]arrow.RecordBatch{
+		{batch(roles, "a", "b", "c")},
+		{batch(roles, "d", "e"), batch(roles, "f")},
+		{batch([]string{"user", "tool"}, "g", "h")}, // another dictionary
+		{batch([]string{"user", "tool"}, "i")},
+		{},
+	}
+	for seq, recs := range entries {
+		learned := enc.dicts != nil
+		got, err := enc.encode(uint64(seq), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := enc.encodeWriter(uint64(seq), recs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("entry %d (dictionaries known before: %v): %d bytes differ from ipc.Writer's %d", seq, learned, len(got), len(want))
+		}
+		e, err := decodeEntry("k", got, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows int64
+		for _, r := range recs {
+			rows += r.NumRows()
+		}
+		if e.seq != uint64(seq) || e.rows != rows {
+			t.Errorf("entry %d decoded as seq %d with %d rows, want %d", seq, e.seq, e.rows, rows)
+		}
+		for i, r := range e.recs {
+			if !array.RecordEqual(r, recs[i]) {
+				t.Errorf("entry %d batch %d reads back as %v, want %v", seq, i, r, recs[i])
+			}
+		}
+		e.release()
+		if seq == 1 && !learned {
+			t.Error("the second entry with the same dictionaries did not reuse the first one's messages")
+		}
+	}
+	if enc.dicts == nil || enc.dicts[0].Len() != 2 {
+		t.Errorf("after the dictionary changed the encoder keeps %v, want the new dictionary", enc.dicts)
+	}
+	for _, recs := range entries {
+		for _, r := range recs {
+			r.Release()
+		}
 	}
 }
