@@ -304,3 +304,22 @@ func BenchmarkEncodeEntry(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSplitDisjoint splits a merge pass of 32 generations of 8,500 distinct keys,
+// the Arrow route's pass, into disjoint parts.
+func BenchmarkSplitDisjoint(b *testing.B) {
+	cands := make([]*candidate, 32)
+	for i := range cands {
+		c := &candidate{}
+		for r := range 8500 {
+			c.keys = append(c.keys, fmt.Sprintf("rollout-%d-%d", i, r))
+		}
+		cands[i] = c
+	}
+	b.ReportAllocs()
+	for range b.N {
+		if parts, _ := splitDisjoint(cands); len(parts) != 1 {
+			b.Fatalf("%d parts, want 1", len(parts))
+		}
+	}
+}
