@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,7 +38,13 @@ const deleteConcurrency = 8
 type FileStore struct {
 	root    string
 	dirSync dirSyncs
+	// noAnon is set once unnamed temp files (openAnon) turned out not to work here;
+	// PutIfAbsent then writes named temp files.
+	noAnon atomic.Bool
 }
+
+// errNoAnon: this platform or filesystem cannot create unnamed files (openAnon).
+var errNoAnon = errors.New("objstore: unnamed temp files are not supported")
 
 var _ Store = (*FileStore)(nil)
 
@@ -50,7 +57,9 @@ func NewFile(root string) (*FileStore, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("objstore: open %s: %w", root, err)
 	}
-	return &FileStore{root: abs}, nil
+	s := &FileStore{root: abs}
+	s.noAnon.Store(!anonSupported())
+	return s, nil
 }
 
 // Root returns the absolute directory the store lives in.
@@ -153,7 +162,7 @@ func (s *FileStore) Put(ctx context.Context, key string, r io.Reader) error {
 		}
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(path))
+		err = s.dirSync.sync(ctx, filepath.Dir(path))
 	}
 	if err != nil {
 		return fmt.Errorf("objstore: put %s: %w", key, err)
@@ -162,7 +171,10 @@ func (s *FileStore) Put(ctx context.Context, key string, r io.Reader) error {
 }
 
 // PutIfAbsent writes r to a temp file, fsyncs it and hard-links it to key: link(2)
-// fails with EEXIST for every caller but one, and never replaces a file.
+// fails with EEXIST for every caller but one, and never replaces a file. On Linux the
+// temp file is unnamed (O_TMPFILE), so the put changes the key's directory once (the
+// link) instead of three times (create, link, remove); the directory is fsynced after
+// the link either way, so an acknowledged put is durable with its name.
 func (s *FileStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) error {
 	path, err := s.path(ctx, key)
 	if err != nil {
@@ -171,22 +183,67 @@ func (s *FileStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) er
 	if _, err := os.Lstat(path); err == nil { // a lost race need not upload first
 		return fmt.Errorf("%w: %s", ErrExists, key)
 	}
+	if !s.noAnon.Load() {
+		err = s.putIfAbsentAnon(ctx, path, r)
+		if !errors.Is(err, errNoAnon) {
+			return putIfAbsentErr(key, err)
+		}
+		s.noAnon.Store(true) // nothing was written: fall back to a named temp file
+	}
 	tmp, err := s.writeTemp(ctx, path, r)
 	if err != nil {
 		return fmt.Errorf("objstore: put-if-absent %s: %w", key, err)
 	}
 	err = os.Link(tmp, path)
 	os.Remove(tmp) // once linked, the object exists: a stray temp file is no failure
-	if errors.Is(err, fs.ErrExist) {
+	if err == nil {
+		err = s.dirSync.sync(ctx, filepath.Dir(path))
+	}
+	return putIfAbsentErr(key, err)
+}
+
+func putIfAbsentErr(key string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("%w: %s", ErrExists, key)
 	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
+	return fmt.Errorf("objstore: put-if-absent %s: %w", key, err)
+}
+
+// putIfAbsentAnon is PutIfAbsent through an unnamed temp file (openAnon): write, fsync,
+// link to path, fsync the directory. errNoAnon means it wrote nothing and the caller
+// should use a named temp file.
+func (s *FileStore) putIfAbsentAnon(ctx context.Context, path string, r io.Reader) error {
+	dir := filepath.Dir(path)
+	f, err := openAnon(dir)
+	for try := 1; isNotExist(err) && try < 10; try++ { // the directory is missing or was just pruned
+		if err = s.mkdirs(dir); err == nil {
+			f, err = openAnon(dir)
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("objstore: put-if-absent %s: %w", key, err)
+		return err
 	}
-	return nil
+	defer f.Close() // an unlinked file vanishes with its last descriptor
+	_, err = copyBody(ctx, f, r)
+	if err == nil {
+		err = f.Sync()
+	}
+	// A concurrent Delete may prune the directory until the link is in: the file,
+	// held by its descriptor, only needs the directory made again.
+	for try := 1; err == nil; try++ {
+		if err = linkAnon(f, path); !isNotExist(err) || try == 10 {
+			break
+		}
+		err = s.mkdirs(dir)
+	}
+	if err != nil {
+		s.prune(dir)
+		return err
+	}
+	return s.dirSync.sync(ctx, dir)
 }
 
 // writeTemp copies r into a new fsynced temp file in path's directory and returns its name.
@@ -205,7 +262,7 @@ func (s *FileStore) writeTemp(ctx context.Context, path string, r io.Reader) (st
 	if err != nil {
 		return "", err
 	}
-	_, err = io.Copy(f, ctxReader{ctx, r})
+	_, err = copyBody(ctx, f, r)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -1,6 +1,7 @@
 package objstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -56,6 +58,47 @@ func (r *failingReader) Read(p []byte) (int, error) {
 	}
 	r.n--
 	return copy(p, "some bytes"), nil
+}
+
+// PutIfAbsent, too, races the pruning of the directory it links into, on both its
+// paths (an unnamed temp file that outlives its directory needs the directory made again).
+func TestFileStorePutIfAbsentRacesDirectoryPruning(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(fmt.Sprintf("named=%v", named), func(t *testing.T) {
+			ctx := context.Background()
+			s, dir := newFile(t)
+			if named {
+				objstore.UseNamedTempFiles(s)
+			}
+			var wg sync.WaitGroup
+			for w := range 2 {
+				wg.Go(func() {
+					for i := range 200 {
+						key := fmt.Sprintf("d/e/w%d-%d", w, i)
+						if err := s.PutIfAbsent(ctx, key, bytes.NewReader([]byte(key))); err != nil {
+							t.Errorf("PutIfAbsent: %v", err)
+							return
+						}
+						if got, err := objstore.ReadAll(ctx, s, key); err != nil || string(got) != key {
+							t.Errorf("read back %s: %q, %v", key, got, err)
+							return
+						}
+						if err := s.Delete(ctx, key); err != nil {
+							t.Errorf("Delete: %v", err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if got := tree(t, dir); len(got) != 0 {
+				t.Errorf("after deleting everything, root holds %q", got)
+			}
+			if !named && runtime.GOOS == "linux" && !objstore.UsesUnnamedTempFiles(s) {
+				t.Log("this filesystem has no unnamed temp files: only the named path ran")
+			}
+		})
+	}
 }
 
 func TestFileStoreLeavesNoTempFiles(t *testing.T) {

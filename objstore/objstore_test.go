@@ -22,6 +22,15 @@ func TestAcceptance(t *testing.T) {
 			}
 			return s
 		}},
+		// PutIfAbsent's fallback for filesystems without unnamed temp files.
+		{"file-named-temp", func(t *testing.T) objstore.Store {
+			s, err := objstore.NewFile(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			objstore.UseNamedTempFiles(s)
+			return s
+		}},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) { objstoretest.Acceptance(t, b.new) })

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/lancectx/lancectx/objstore"
@@ -257,5 +259,67 @@ func init() {
 	// Benchmarks write hundreds of MB to the temp dir; honour a caller's choice.
 	if d := os.Getenv("LANCECTX_BENCH_TMP"); d != "" {
 		os.Setenv("TMPDIR", d)
+	}
+}
+
+// BenchmarkEncodeEntry encodes a group-commit entry (one batch of 80 rows of ~1 KiB)
+// of a 30-column table, the width of the rollout schema, with the shard's entryEncoder
+// (cached schema message) and with ipc.Writer (schema message built per entry).
+func BenchmarkEncodeEntry(b *testing.B) {
+	fields := make([]arrow.Field, 30)
+	for i := range fields {
+		fields[i] = arrow.Field{Name: fmt.Sprintf("col_%02d", i), Type: arrow.BinaryTypes.String, Nullable: true}
+	}
+	schema := arrow.NewSchema(fields, nil)
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer bld.Release()
+	for r := range 80 {
+		for i := range fields {
+			bld.Field(i).(*array.StringBuilder).Append(fmt.Sprintf("%d-%s", r, strings.Repeat("v", 30)))
+		}
+	}
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	recs := []arrow.RecordBatch{rec}
+	enc, err := newEntryEncoder(schema, "shard-a", 1)
+	if err != nil || enc.header == nil {
+		b.Fatalf("encoder: %v (header cached: %v)", err, enc != nil && enc.header != nil)
+	}
+	for _, mode := range []string{"cached", "writer"} {
+		b.Run(mode, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := range b.N {
+				var buf []byte
+				var err error
+				if mode == "cached" {
+					buf, err = enc.encode(uint64(i), recs)
+				} else {
+					buf, err = enc.encodeWriter(uint64(i), recs, 4096+int(rec.NumRows())*1024)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				putEntryBuf(buf)
+			}
+		})
+	}
+}
+
+// BenchmarkSplitDisjoint splits a merge pass of 32 generations of 8,500 distinct keys,
+// the Arrow route's pass, into disjoint parts.
+func BenchmarkSplitDisjoint(b *testing.B) {
+	cands := make([]*candidate, 32)
+	for i := range cands {
+		c := &candidate{}
+		for r := range 8500 {
+			c.keys = append(c.keys, fmt.Sprintf("rollout-%d-%d", i, r))
+		}
+		cands[i] = c
+	}
+	b.ReportAllocs()
+	for range b.N {
+		if parts, _ := splitDisjoint(cands); len(parts) != 1 {
+			b.Fatalf("%d parts, want 1", len(parts))
+		}
 	}
 }

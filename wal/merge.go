@@ -388,7 +388,11 @@ func (e *mergeEnv) readKeys(ctx context.Context, cands []*candidate, keyID int32
 // generation goes to a later commit, which then finds it in the base.
 func splitDisjoint(cands []*candidate) ([][]*candidate, map[string]int) {
 	var parts [][]*candidate
-	partOf := map[string]int{}
+	n := 0
+	for _, c := range cands {
+		n += len(c.keys)
+	}
+	partOf := make(map[string]int, n) // sized once: growing it was most of the split's time
 	p := 0
 	for _, c := range cands {
 		if len(parts) > 0 {

@@ -247,6 +247,8 @@ type Shard struct {
 	lastSealErr   error
 
 	nextSeq uint64 // owned by the committer goroutine
+	// enc encodes the entries (owned by the committer goroutine, made on first use).
+	enc *entryEncoder
 
 	fenced        atomic.Bool
 	failed        atomic.Bool
@@ -795,7 +797,14 @@ func (s *Shard) coalesce(f *inflight) {
 func (s *Shard) assign(f *inflight) error {
 	f.seq = s.nextSeq
 	s.nextSeq++
-	buf, err := encodeEntry(s.arrow, s.id, s.epoch, f.seq, f.recs)
+	if s.enc == nil {
+		enc, err := newEntryEncoder(s.arrow, s.id, s.epoch)
+		if err != nil {
+			return err
+		}
+		s.enc = enc
+	}
+	buf, err := s.enc.encode(f.seq, f.recs)
 	f.buf = buf
 	return err
 }

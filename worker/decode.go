@@ -83,12 +83,16 @@ func DecodeAppendArrow(r *http.Request, opts rollout.DecodeOptions) ([]arrow.Rec
 	if r.Body == nil {
 		return nil, api.InvalidRequest("request body is empty; send an Arrow IPC stream")
 	}
-	// A fresh buffer (the batches may point into it), with room for the declared
-	// length plus bytes.MinRead so that reading it never regrows it.
-	bb, err := readBodyInto(new(bytes.Buffer), r.Body, opts.MaxBodyBytes, r.ContentLength)
+	// A pooled buffer: the IPC reader copies each message body into memory of its own
+	// allocator and ParseAppendArrow builds from those copies, so no batch points into
+	// the request body (TestDecodeAppendArrowOwnsItsMemory scribbles over the buffer to
+	// hold that). A fresh buffer per request was the largest single allocation and a
+	// twentieth of the CPU of the Arrow route (clearing a megabyte per append).
+	bb, err := readBodyPooled(r.Body, opts.MaxBodyBytes, r.ContentLength)
 	if err != nil {
 		return nil, err
 	}
+	defer putBodyBuf(bb)
 	return rollout.ParseAppendArrow(bb.Bytes(), opts)
 }
 

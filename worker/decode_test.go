@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/rollout"
 	"github.com/lancectx/lancectx/rollout/rollouttest"
@@ -263,5 +264,69 @@ func TestDeclaredSizesDoNotAllocateAhead(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 100<<20 {
 		t.Fatalf("allocated %d MiB for a declared %d MiB", grew>>20, huge>>20)
+	}
+}
+
+// TestDecodeAppendArrowOwnsItsMemory: DecodeAppendArrow reads the body into a pooled
+// buffer and gives it back before the batches are appended, so no batch may point into
+// the body: the values must survive the body being scribbled over and the buffer being
+// reused by the next request.
+func TestDecodeAppendArrowOwnsItsMemory(t *testing.T) {
+	snapshot := func(recs []arrow.RecordBatch) string {
+		var sb strings.Builder
+		for _, r := range recs {
+			for i, c := range r.Columns() {
+				fmt.Fprintf(&sb, "%s=%v\n", r.Schema().Field(i).Name, c)
+			}
+		}
+		return sb.String()
+	}
+	content := func(tag string) func(int) string {
+		return func(i int) string { return strings.Repeat(tag, 200) + itoa(i) }
+	}
+	a := clientBatch(t, 0, 50, content("a"))
+	defer a.Release()
+	body := arrowStream(t, []arrow.RecordBatch{a})
+	got, err := rollout.ParseAppendArrow(body, rollout.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseAll(got)
+	want := snapshot(got)
+	for i := range body {
+		body[i] = 0xaa
+	}
+	if s := snapshot(got); s != want {
+		t.Fatal("a batch of ParseAppendArrow changed when its body was overwritten: it points into the body")
+	}
+
+	// Through the handler's path: the second request reads into the buffer the first
+	// one gave back (the pool of this goroutine's P), with other content.
+	decode := func(rec arrow.RecordBatch) []arrow.RecordBatch {
+		b := arrowStream(t, []arrow.RecordBatch{rec})
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/rollouts/x/records", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/vnd.apache.arrow.stream")
+		recs, err := DecodeAppendArrow(req, rollout.DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	first := decode(a)
+	defer releaseAll(first)
+	want = snapshot(first)
+	b := clientBatch(t, 1000, 50, content("b"))
+	defer b.Release()
+	for range 3 {
+		releaseAll(decode(b))
+	}
+	if s := snapshot(first); s != want {
+		t.Fatal("a batch of DecodeAppendArrow changed when later requests reused the body buffer")
+	}
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
 	}
 }
