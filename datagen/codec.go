@@ -259,3 +259,11 @@ func (r *Rows) Event(i int) (api.DatagenEvent, error) {
 	ev.Value = v
 	return ev, nil
 }
+
+// OverviewRow reads what Overview needs of row i (the columns it lacks stay zero),
+// without decoding the rest of the event.
+func (r *Rows) OverviewRow(i int) OverviewRow {
+	return OverviewRow{ItemID: r.String(ColItemID, i), RootItemID: r.String(ColRootItemID, i), EventType: r.String(ColEventType, i),
+		RunID: r.String(ColRunID, i), ParentItemID: r.optString(ColParentItemID, i), Status: r.optString(ColStatus, i),
+		ErrorType: r.optString(ColErrorType, i), StepName: r.optString(ColStepName, i), ItemSeq: r.Int64(ColItemSeq, i)}
+}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/datagen"
 	"github.com/lancectx/lancectx/lance"
@@ -38,6 +36,8 @@ type dgState struct {
 	scope string            // key-cache scope of the base's item_id index
 	// bases is what checks learnt of the base table's items (datagen_seqs.go).
 	bases *seqCache
+	// index is what the store holds, in memory (datagen_index.go).
+	index *dgIndex
 }
 
 type dgSeq struct {
@@ -55,7 +55,7 @@ func openDatagen(h *handle, ds *lance.Dataset) error {
 		return fmt.Errorf("%w: not the datagen event schema", errSchema)
 	}
 	h.dg = &dgState{ids: map[string]*dgRes{}, seqs: map[dgSeq]string{}, scope: fmt.Sprintf("datagen items %s %p", h.name, h),
-		bases: newSeqCache()}
+		bases: newSeqCache(), index: newDgIndex(dgIndexLimit)}
 	return nil
 }
 
@@ -246,12 +246,21 @@ func (s *Server) AppendEvents(ctx context.Context, name string, body []byte, che
 		if err != nil {
 			return err
 		}
-		if err := s.checkStored(ctx, h, sn, evs); err != nil {
+		if err := h.dg.index.cover(ctx, sn, sh.ID()); err != nil {
 			return err
+		}
+		if h.dg.index.mayConflict(evs) {
+			if err := s.checkStored(ctx, h, sn, evs); err != nil {
+				return err
+			}
 		}
 		if _, err := sh.Append(ctx, rec); err != nil {
+			// The entry may still land (a timeout): the index reads the store again.
+			h.dg.index.forget()
 			return err
 		}
+		// In the log: the index has them before the reservation goes.
+		h.dg.index.add(evs)
 		fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
 		defer cancel()
 		if err := sh.Flush(fctx); err != nil {
@@ -600,39 +609,50 @@ func (s *Server) handleDatagenRootStatus(w http.ResponseWriter, r *http.Request)
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-// Overview aggregates the whole log of a datagen store, streaming only the columns
-// the overview needs (memory: a few numbers per item).
+// Overview aggregates the whole log of a datagen store: from the handle's index
+// (datagen_index.go) once it covers the snapshot, else by a scan.
 func (s *Server) Overview(ctx context.Context, name string) (api.DatagenRunOverview, error) {
 	var out api.DatagenRunOverview
-	err := s.datagenRead(ctx, name, func(_ *handle, sn *wal.Snapshot) error {
-		rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColItemID, datagen.ColRootItemID,
-			datagen.ColParentItemID, datagen.ColItemSeq, datagen.ColEventType, datagen.ColStatus, datagen.ColErrorType,
-			datagen.ColRunID, datagen.ColStepName}})
-		if err != nil {
+	err := s.datagenRead(ctx, name, func(h *handle, sn *wal.Snapshot) error {
+		local := ""
+		if sh := h.shard.Load(); sh != nil {
+			local = sh.ID()
+		}
+		if err := h.dg.index.cover(ctx, sn, local); err != nil {
 			return err
 		}
-		defer rdr.Release()
-		o := datagen.NewOverview()
-		for rdr.Next() {
-			rec := rdr.RecordBatch()
-			addOverview(o, rec)
+		if o, ok := h.dg.index.overview(); ok {
+			out = o
+			return nil
 		}
-		if err := rdr.Err(); err != nil {
-			return err
-		}
-		out = o.Result()
-		return nil
+		var err error
+		out, err = scanOverview(ctx, sn)
+		return err
 	})
 	return out, err
 }
 
-func addOverview(o *datagen.Overview, rec arrow.RecordBatch) {
-	rows := datagen.NewRows(rec)
-	for i := 0; i < rows.Len(); i++ {
-		ev, _ := rows.Event(i)
-		o.Add(datagen.OverviewRow{ItemID: ev.ItemID, RootItemID: ev.RootItemID, EventType: ev.EventType, RunID: ev.RunID,
-			ParentItemID: ev.ParentItemID, Status: ev.Status, ErrorType: ev.ErrorType, StepName: ev.StepName, ItemSeq: ev.ItemSeq})
+// scanOverview aggregates the whole log of a snapshot, streaming only the columns
+// the overview needs (memory: a few numbers per item).
+func scanOverview(ctx context.Context, sn *wal.Snapshot) (api.DatagenRunOverview, error) {
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColItemID, datagen.ColRootItemID,
+		datagen.ColParentItemID, datagen.ColItemSeq, datagen.ColEventType, datagen.ColStatus, datagen.ColErrorType,
+		datagen.ColRunID, datagen.ColStepName}})
+	if err != nil {
+		return api.DatagenRunOverview{}, err
 	}
+	defer rdr.Release()
+	o := datagen.NewOverview()
+	for rdr.Next() {
+		rows := datagen.NewRows(rdr.RecordBatch())
+		for i := 0; i < rows.Len(); i++ {
+			o.Add(rows.OverviewRow(i))
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return api.DatagenRunOverview{}, err
+	}
+	return o.Result(), nil
 }
 
 func (s *Server) handleDatagenOverview(w http.ResponseWriter, r *http.Request) {
