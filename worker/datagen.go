@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/datagen"
 	"github.com/lancectx/lancectx/lance"
@@ -385,9 +387,30 @@ func (s *Server) scanEvents(ctx context.Context, sn *wal.Snapshot, column, value
 		return nil, err
 	}
 	defer rdr.Release()
-	var out []api.DatagenEvent
+	// The batches first, then the events into one slice of the right size: growing it
+	// copied every event (a few hundred bytes each) about twice over.
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	n := 0
 	for rdr.Next() {
-		rows := datagen.NewRows(rdr.RecordBatch())
+		rec := rdr.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+		n += int(rec.NumRows())
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]api.DatagenEvent, 0, n)
+	for _, rec := range recs {
+		rows := datagen.NewRows(rec)
 		for i := 0; i < rows.Len(); i++ {
 			ev, err := rows.Event(i)
 			if err != nil {
@@ -395,9 +418,6 @@ func (s *Server) scanEvents(ctx context.Context, sn *wal.Snapshot, column, value
 			}
 			out = append(out, ev)
 		}
-	}
-	if err := rdr.Err(); err != nil {
-		return nil, err
 	}
 	datagen.SortEvents(out)
 	return out, nil
