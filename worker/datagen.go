@@ -40,6 +40,8 @@ type dgState struct {
 	bases *seqCache
 	// index is what the store holds, in memory (datagen_index.go).
 	index *dgIndex
+	// snaps shares snapshots between concurrent appends (datagen_snap.go).
+	snaps snapGroup
 }
 
 type dgSeq struct {
@@ -244,7 +246,11 @@ func (s *Server) AppendEvents(ctx context.Context, name string, body []byte, che
 			return err
 		}
 		defer release()
-		sn, err := s.snapshot(ctx, h)
+		sn, err := h.dg.snaps.get(ctx, func(ctx context.Context) (*wal.Snapshot, error) {
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+			defer cancel()
+			return s.snapshot(ctx, h)
+		})
 		if err != nil {
 			return err
 		}
