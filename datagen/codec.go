@@ -35,6 +35,7 @@ func ToRecord(evs []api.DatagenEvent) arrow.RecordBatch {
 	}
 	i64 := func(i int) *array.Int64Builder { return b.Field(i).(*array.Int64Builder) }
 	i32 := func(i int) *array.Int32Builder { return b.Field(i).(*array.Int32Builder) }
+	b.Reserve(len(evs))
 	for n := range evs {
 		ev := &evs[n]
 		str(0).Append(ev.EventID)
@@ -70,38 +71,38 @@ func ToRecord(evs []api.DatagenEvent) arrow.RecordBatch {
 			}
 		} else {
 			str(18).Append(v.Kind)
-			nulls := map[int]bool{19: true, 20: true, 21: true, 22: true, 23: true, 24: true, 25: true, 26: true}
+			var set [27]bool // the value columns (19..26) this value fills
 			switch v.Kind {
 			case KindInt:
 				n, _ := strconv.ParseInt(string(v.Value), 10, 64)
 				i64(19).Append(n)
-				nulls[19] = false
+				set[19] = true
 			case KindFloat:
 				f, _ := strconv.ParseFloat(string(v.Value), 64)
 				b.Field(20).(*array.Float64Builder).Append(f)
-				nulls[20] = false
+				set[20] = true
 			case KindBool:
 				b.Field(21).(*array.BooleanBuilder).Append(string(v.Value) == "true")
-				nulls[21] = false
+				set[21] = true
 			case KindStr:
 				var s string
 				_ = json.Unmarshal(v.Value, &s)
 				lstr(22).Append(s)
-				nulls[22] = false
+				set[22] = true
 			case KindJSON:
 				lstr(23).Append(string(v.Value))
-				nulls[23] = false
+				set[23] = true
 			case KindBlob:
 				b.Field(24).(*array.BinaryBuilder).Append(v.Bytes)
 				i64(25).Append(*v.Size)
-				nulls[24], nulls[25] = false, false
+				set[24], set[25] = true, true
 				if v.Checksum != nil {
 					str(26).Append(*v.Checksum)
-					nulls[26] = false
+					set[26] = true
 				}
 			}
 			for c := 19; c <= 26; c++ {
-				if nulls[c] {
+				if !set[c] {
 					b.Field(c).AppendNull()
 				}
 			}

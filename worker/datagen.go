@@ -49,9 +49,11 @@ type dgSeq struct {
 	seq  int64
 }
 
+// dgRes is one reserved event: its content is compared (datagen.Content, a JSON
+// encoding) only when another append reserves the same event_id.
 type dgRes struct {
-	content string
-	refs    int
+	ev   *api.DatagenEvent
+	refs int
 }
 
 func openDatagen(h *handle, ds *lance.Dataset) error {
@@ -80,7 +82,7 @@ func (d *dgState) reserve(evs []api.DatagenEvent) (release func(), err error) {
 	defer d.mu.Unlock()
 	for i := range evs {
 		ev := &evs[i]
-		if r := d.ids[ev.EventID]; r != nil && r.content != datagen.Content(ev) {
+		if r := d.ids[ev.EventID]; r != nil && datagen.Content(r.ev) != datagen.Content(ev) {
 			return nil, api.InvalidRequest("events[%d]: event_id %s was reused with different content (an append in flight has it)",
 				i, api.QuoteTrunc(ev.EventID, 100))
 		}
@@ -93,7 +95,7 @@ func (d *dgState) reserve(evs []api.DatagenEvent) (release func(), err error) {
 		ev := &evs[i]
 		r := d.ids[ev.EventID]
 		if r == nil {
-			r = &dgRes{content: datagen.Content(ev)}
+			r = &dgRes{ev: ev}
 			d.ids[ev.EventID] = r
 			d.seqs[dgSeq{ev.ItemID, ev.ItemSeq}] = ev.EventID
 		}
