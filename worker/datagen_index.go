@@ -44,9 +44,10 @@ import (
 // Merges and compactions only move or rewrite rows the index holds (fragment ids
 // only grow, and the index notes the newest), and datagen rows are never deleted,
 // so neither invalidates it. The handle's own shard needs no such check: what it
-// seals came from its memtable, which the build read and the appends added to; a
-// handle whose shard is another than the one its index was built with (a shard
-// opened after a read built it) builds again. A worker restart starts with a new
+// seals came from its memtable, which the build read and the appends added to. A
+// shard opened after a read built the index is adopted: its memtable (the entries it
+// replayed) is read once, and its generations and watermark were covered as another
+// shard's until then. A worker restart starts with a new
 // handle and a new index. Over dgIndexLimit events the index turns itself off (its
 // memory freed): appends take the exact checks and the overview scans, as before.
 
@@ -216,16 +217,20 @@ func (ix *dgIndex) cover(ctx context.Context, sn *wal.Snapshot, local string) er
 	}
 	base := sn.Base()
 	marks := watermarks(base)
-	build := state == idxEmpty || local != shard
-	readBase, readPending := build, build
+	// A shard opened since a read built the index (it had none) was covered as any
+	// other shard until now: its memtable (what it replayed when it opened) is read
+	// with the pending generations, and it is the handle's own from now on.
+	adopt := shard == "" && local != ""
+	build := state == idxEmpty || (local != shard && !adopt)
+	readBase, readPending := build, build || adopt
 	if !build {
 		for sh, w := range marks {
-			if sh != local && w > gens[sh] {
+			if (sh != local || adopt) && w > gens[sh] {
 				readBase = true
 			}
 		}
 		for _, g := range sn.Pending() {
-			if g.Shard != local && g.Gen > gens[g.Shard] {
+			if (g.Shard != local || adopt) && g.Gen > gens[g.Shard] {
 				readPending = true
 			}
 		}

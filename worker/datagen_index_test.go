@@ -121,8 +121,8 @@ func TestDatagenIndexAcrossMergeCompactionRestart(t *testing.T) {
 		dgEvent("b0", "b", 0, datagen.ItemCreated, nil), dgEvent("b1", "b", 1, datagen.Failed, nil)).
 		want(t, http.StatusCreated, nil)
 	ix := tw.dgIndexOf("ix")
-	if ix.state != idxReady || ix.builds.Load() != 1 {
-		t.Fatalf("index state %d after %d builds, want ready after 1", ix.state, ix.builds.Load())
+	if st, _ := ix.status(); st != idxReady || ix.builds.Load() != 1 {
+		t.Fatalf("index state %d after %d builds, want ready after 1", st, ix.builds.Load())
 	}
 	checkRules(tw, "ix", "in the WAL", 4)
 
@@ -137,11 +137,16 @@ func TestDatagenIndexAcrossMergeCompactionRestart(t *testing.T) {
 	tw.close()
 
 	tw = newTestWorker(t, dir, nil)
-	// (The first append opens the shard, which writes its manifest: not a refusal's.)
+	// A read builds the new handle's index (it has no shard yet); the first append
+	// opens the shard (which writes its manifest: not a refusal's) and the index
+	// adopts it without a second build.
+	tw.dgCheckOverview("ix", "after a restart")
 	tw.dgAppend("ix", "", dgEvent("z0", "z", 0, datagen.ItemCreated, nil)).want(t, http.StatusCreated, nil)
 	checkRules(tw, "ix", "after a restart", 7)
-	if ix2 := tw.dgIndexOf("ix"); ix2 == ix || ix2.builds.Load() != 1 {
-		t.Errorf("after the restart: a new index built once, got builds=%d (same index: %t)", ix2.builds.Load(), ix2 == ix)
+	ix2 := tw.dgIndexOf("ix")
+	if _, shard := ix2.status(); ix2 == ix || ix2.builds.Load() != 1 || shard == "" {
+		t.Errorf("after the restart: want a new index built once, owning the shard; got builds=%d, shard %q (same index: %t)",
+			ix2.builds.Load(), shard, ix2 == ix)
 	}
 }
 
@@ -190,13 +195,17 @@ func TestDatagenIndexTooSmall(t *testing.T) {
 	tw.dgAppend("small", "", dgEvent("a1", "a", 1, datagen.FieldSet, nil), dgEvent("a2", "a", 2, datagen.FieldSet, nil),
 		dgEvent("a3", "a", 3, datagen.FieldSet, nil), dgEvent("b0", "b", 0, datagen.ItemCreated, nil),
 		dgEvent("b1", "b", 1, datagen.Failed, nil)).want(t, http.StatusCreated, nil)
-	ix.mu.Lock()
-	state := ix.state
-	ix.mu.Unlock()
-	if state != idxOff {
+	if state, _ := ix.status(); state != idxOff {
 		t.Fatalf("index state %d over its bound, want off", state)
 	}
 	checkRules(tw, "small", "index off", 4)
 	tw.dgMerge("small")
 	checkRules(tw, "small", "index off, merged", 5)
+}
+
+// status is the index's state and the shard it treats as the handle's own.
+func (ix *dgIndex) status() (int, string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.state, ix.shard
 }
