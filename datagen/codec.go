@@ -134,6 +134,12 @@ func ToRecord(evs []api.DatagenEvent) arrow.RecordBatch {
 type Rows struct {
 	rec  arrow.RecordBatch
 	cols [numColumns]arrow.Array
+	// What the events' pointer fields point into: one slice per column, made on first
+	// use, instead of an allocation per field of every event.
+	strs   [numColumns][]string
+	i64s   [numColumns][]int64
+	i32s   [numColumns][]int32
+	values []api.DatagenValue
 }
 
 // NewRows wraps rec (not retained: it must outlive the Rows).
@@ -190,8 +196,6 @@ func optString(c arrow.Array, i int) *string {
 	return &s
 }
 
-func (r *Rows) optString(col string, i int) *string { return optString(r.col(col), i) }
-
 func optInt64(c arrow.Array, i int) *int64 {
 	if a, ok := c.(*array.Int64); ok && a.IsValid(i) {
 		v := a.Value(i)
@@ -200,49 +204,81 @@ func optInt64(c arrow.Array, i int) *int64 {
 	return nil
 }
 
-func optInt32(c arrow.Array, i int) *int32 {
-	if a, ok := c.(*array.Int32); ok && a.IsValid(i) {
-		v := a.Value(i)
-		return &v
+func (r *Rows) pStr(c, i int) *string {
+	if r.cols[c] == nil || r.cols[c].IsNull(i) {
+		return nil
 	}
-	return nil
+	if r.strs[c] == nil {
+		r.strs[c] = make([]string, r.Len())
+	}
+	r.strs[c][i] = str(r.cols[c], i)
+	return &r.strs[c][i]
 }
 
-// Event decodes row i.
+func (r *Rows) pI64(c, i int) *int64 {
+	a, ok := r.cols[c].(*array.Int64)
+	if !ok || !a.IsValid(i) {
+		return nil
+	}
+	if r.i64s[c] == nil {
+		r.i64s[c] = make([]int64, r.Len())
+	}
+	r.i64s[c][i] = a.Value(i)
+	return &r.i64s[c][i]
+}
+
+func (r *Rows) pI32(c, i int) *int32 {
+	a, ok := r.cols[c].(*array.Int32)
+	if !ok || !a.IsValid(i) {
+		return nil
+	}
+	if r.i32s[c] == nil {
+		r.i32s[c] = make([]int32, r.Len())
+	}
+	r.i32s[c][i] = a.Value(i)
+	return &r.i32s[c][i]
+}
+
+// Event decodes row i. Its pointer fields point into slices the Rows shares between
+// its events (one per column): an event decoded twice shares them with itself.
 func (r *Rows) Event(i int) (api.DatagenEvent, error) {
 	ev := api.DatagenEvent{
 		EventID: str(r.cols[idEventID], i), ItemID: str(r.cols[idItemID], i), RootItemID: str(r.cols[idRootItemID], i),
-		ParentItemID: optString(r.cols[idParentItemID], i), ItemSeq: r.int64At(idItemSeq, i),
+		ParentItemID: r.pStr(idParentItemID, i), ItemSeq: r.int64At(idItemSeq, i),
 		CheckpointID: str(r.cols[idCheckpointID], i), EventType: str(r.cols[idEventType], i),
-		StepName: optString(r.cols[idStepName], i), StepKind: optString(r.cols[idStepKind], i), StepIndex: optInt64(r.cols[idStepIndex], i),
-		EnclosingStep: optString(r.cols[idEnclosingStep], i), SelectorStep: optString(r.cols[idSelectorStep], i),
+		StepName: r.pStr(idStepName, i), StepKind: r.pStr(idStepKind, i), StepIndex: r.pI64(idStepIndex, i),
+		EnclosingStep: r.pStr(idEnclosingStep, i), SelectorStep: r.pStr(idSelectorStep, i),
 		RunID: str(r.cols[idRunID], i), WriterEpoch: str(r.cols[idWriterEpoch], i),
-		FieldName: optString(r.cols[idFieldName], i), FieldType: optString(r.cols[idFieldType], i),
-		CodecVersion: optInt32(r.cols[idCodecVersion], i), Status: optString(r.cols[idStatus], i),
-		ErrorType: optString(r.cols[idErrorType], i), ErrorDump: optString(r.cols[idErrorDump], i),
-		Traceback: optString(r.cols[idTraceback], i),
+		FieldName: r.pStr(idFieldName, i), FieldType: r.pStr(idFieldType, i),
+		CodecVersion: r.pI32(idCodecVersion, i), Status: r.pStr(idStatus, i),
+		ErrorType: r.pStr(idErrorType, i), ErrorDump: r.pStr(idErrorDump, i),
+		Traceback: r.pStr(idTraceback, i),
 	}
-	if p := optInt32(r.cols[idAttempt], i); p != nil {
+	if p := r.pI32(idAttempt, i); p != nil {
 		ev.Attempt = *p
 	}
-	if p := optInt32(r.cols[idSchemaVersion], i); p != nil {
+	if p := r.pI32(idSchemaVersion, i); p != nil {
 		ev.SchemaVersion = *p
 	}
-	if p := optString(r.cols[idQueryTags], i); p != nil {
+	if p := r.pStr(idQueryTags, i); p != nil {
 		ev.QueryTags = json.RawMessage(*p)
 	}
 	if a, ok := r.cols[idEventTS].(*array.Timestamp); ok && a.IsValid(i) {
 		t := time.UnixMicro(int64(a.Value(i))).UTC()
 		ev.EventTS = &t
 	}
-	kind := optString(r.cols[idValueKind], i)
+	kind := r.pStr(idValueKind, i)
 	if kind == nil {
 		return ev, nil
 	}
-	v := &api.DatagenValue{Kind: *kind}
+	if r.values == nil {
+		r.values = make([]api.DatagenValue, r.Len())
+	}
+	v := &r.values[i]
+	*v = api.DatagenValue{Kind: *kind}
 	switch *kind {
 	case KindInt:
-		p := optInt64(r.cols[idValueI64], i)
+		p := r.pI64(idValueI64, i)
 		if p == nil {
 			return ev, fmt.Errorf("datagen: event %q: kind int without value_i64", ev.EventID)
 		}
@@ -264,8 +300,8 @@ func (r *Rows) Event(i int) (api.DatagenEvent, error) {
 	case KindJSON:
 		v.Value = json.RawMessage(str(r.cols[idValueJSON], i))
 	case KindBlob:
-		v.Size = optInt64(r.cols[idPayloadSize], i)
-		v.Checksum = optString(r.cols[idPayloadCksum], i)
+		v.Size = r.pI64(idPayloadSize, i)
+		v.Checksum = r.pStr(idPayloadCksum, i)
 		if a, ok := r.cols[idValueBlob].(*array.LargeBinary); ok && a.IsValid(i) {
 			v.Bytes = append([]byte{}, a.Value(i)...)
 		}
