@@ -51,7 +51,7 @@ import (
 // handle and a new index. Over dgIndexLimit events the index turns itself off (its
 // memory freed): appends take the exact checks and the overview scans, as before.
 
-// dgIndexLimit bounds the events a datagen handle's index holds (about 40 bytes of
+// dgIndexLimit bounds the events a datagen handle's index holds (up to about 80 bytes of
 // memory each, plus a few numbers per item for the overview).
 const dgIndexLimit = 2 << 20
 
