@@ -96,11 +96,15 @@ func (ix *dgIndex) seqHash(item string, seq int64) uint64 {
 	return maphash.Comparable(ix.seed, dgSeq{item, seq})
 }
 
-// addLocked adds one event unless its event_id is in the index already (false then).
-func (ix *dgIndex) addLocked(r datagen.OverviewRow, id string) bool {
+// addLocked adds one event unless its event_id is in the index already (false then);
+// fromArrow: its strings are views of an Arrow batch, copied before the overview keeps them.
+func (ix *dgIndex) addLocked(r datagen.OverviewRow, id string, fromArrow bool) bool {
 	h := ix.idHash(id)
 	if _, ok := ix.ids[h]; ok {
 		return false
+	}
+	if fromArrow {
+		r = ownedRow(r)
 	}
 	ix.ids[h] = struct{}{}
 	ix.seqs[ix.seqHash(r.ItemID, r.ItemSeq)] = struct{}{}
@@ -121,7 +125,7 @@ func (ix *dgIndex) add(evs []api.DatagenEvent) {
 			return
 		}
 		ev := &evs[i]
-		ix.addLocked(overviewRow(ev), ev.EventID)
+		ix.addLocked(overviewRow(ev), ev.EventID, false)
 	}
 }
 
@@ -186,11 +190,27 @@ func (ix *dgIndex) addRecords(rdr interface {
 		rows := datagen.NewRows(rdr.RecordBatch())
 		ix.mu.Lock()
 		for i := 0; i < rows.Len() && ix.state != idxOff; i++ {
-			ix.addLocked(rows.OverviewRow(i), rows.String(datagen.ColEventID, i))
+			ix.addLocked(rows.OverviewRow(i), rows.String(datagen.ColEventID, i), true)
 		}
 		ix.mu.Unlock()
 	}
 	return rdr.Err()
+}
+
+// ownedRow copies the strings of a row read from Arrow (views of the batch's
+// buffers): the overview keeps some of them for the index's lifetime.
+func ownedRow(r datagen.OverviewRow) datagen.OverviewRow {
+	own := func(p *string) *string {
+		if p == nil {
+			return nil
+		}
+		c := strings.Clone(*p)
+		return &c
+	}
+	r.ItemID, r.RootItemID, r.EventType, r.RunID = strings.Clone(r.ItemID), strings.Clone(r.RootItemID), strings.Clone(r.EventType),
+		strings.Clone(r.RunID)
+	r.ParentItemID, r.Status, r.ErrorType, r.StepName = own(r.ParentItemID), own(r.Status), own(r.ErrorType), own(r.StepName)
+	return r
 }
 
 // cover brings the index up to sn (local: the id of the handle's shard, "" when it
