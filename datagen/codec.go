@@ -35,6 +35,7 @@ func ToRecord(evs []api.DatagenEvent) arrow.RecordBatch {
 	}
 	i64 := func(i int) *array.Int64Builder { return b.Field(i).(*array.Int64Builder) }
 	i32 := func(i int) *array.Int32Builder { return b.Field(i).(*array.Int32Builder) }
+	b.Reserve(len(evs))
 	for n := range evs {
 		ev := &evs[n]
 		str(0).Append(ev.EventID)
@@ -70,38 +71,38 @@ func ToRecord(evs []api.DatagenEvent) arrow.RecordBatch {
 			}
 		} else {
 			str(18).Append(v.Kind)
-			nulls := map[int]bool{19: true, 20: true, 21: true, 22: true, 23: true, 24: true, 25: true, 26: true}
+			var set [27]bool // the value columns (19..26) this value fills
 			switch v.Kind {
 			case KindInt:
 				n, _ := strconv.ParseInt(string(v.Value), 10, 64)
 				i64(19).Append(n)
-				nulls[19] = false
+				set[19] = true
 			case KindFloat:
 				f, _ := strconv.ParseFloat(string(v.Value), 64)
 				b.Field(20).(*array.Float64Builder).Append(f)
-				nulls[20] = false
+				set[20] = true
 			case KindBool:
 				b.Field(21).(*array.BooleanBuilder).Append(string(v.Value) == "true")
-				nulls[21] = false
+				set[21] = true
 			case KindStr:
 				var s string
 				_ = json.Unmarshal(v.Value, &s)
 				lstr(22).Append(s)
-				nulls[22] = false
+				set[22] = true
 			case KindJSON:
 				lstr(23).Append(string(v.Value))
-				nulls[23] = false
+				set[23] = true
 			case KindBlob:
 				b.Field(24).(*array.BinaryBuilder).Append(v.Bytes)
 				i64(25).Append(*v.Size)
-				nulls[24], nulls[25] = false, false
+				set[24], set[25] = true, true
 				if v.Checksum != nil {
 					str(26).Append(*v.Checksum)
-					nulls[26] = false
+					set[26] = true
 				}
 			}
 			for c := 19; c <= 26; c++ {
-				if nulls[c] {
+				if !set[c] {
 					b.Field(c).AppendNull()
 				}
 			}
@@ -127,17 +128,27 @@ func ToRecord(evs []api.DatagenEvent) arrow.RecordBatch {
 
 // Rows reads events out of record batches of any projection of the table: columns
 // a batch lacks stay zero (a value without value_blob reads as a blob of size
-// payload_size with no bytes).
+// payload_size with no bytes). Columns are found once, by name, when the Rows is
+// made (a fold decodes every field of thousands of rows: a lookup by name per field
+// was a third of its time).
 type Rows struct {
 	rec  arrow.RecordBatch
-	cols map[string]arrow.Array
+	cols [numColumns]arrow.Array
+	// What the events' pointer fields point into: one slice per column, made on first
+	// use, instead of an allocation per field of every event.
+	strs   [numColumns][]string
+	i64s   [numColumns][]int64
+	i32s   [numColumns][]int32
+	values []api.DatagenValue
 }
 
 // NewRows wraps rec (not retained: it must outlive the Rows).
 func NewRows(rec arrow.RecordBatch) *Rows {
-	r := &Rows{rec: rec, cols: make(map[string]arrow.Array, rec.NumCols())}
+	r := &Rows{rec: rec}
 	for i, f := range rec.Schema().Fields() {
-		r.cols[f.Name] = rec.Column(i)
+		if c := columnID(f.Name); c >= 0 {
+			r.cols[c] = rec.Column(i)
+		}
 	}
 	return r
 }
@@ -145,117 +156,171 @@ func NewRows(rec arrow.RecordBatch) *Rows {
 // Len is the number of rows.
 func (r *Rows) Len() int { return int(r.rec.NumRows()) }
 
-// String returns a string column's value ("" when null or absent).
-func (r *Rows) String(col string, i int) string {
-	p := r.optString(col, i)
-	if p == nil {
-		return ""
+func (r *Rows) col(name string) arrow.Array {
+	if c := columnID(name); c >= 0 {
+		return r.cols[c]
 	}
-	return *p
+	return nil
 }
+
+// String returns a string column's value ("" when null or absent).
+func (r *Rows) String(col string, i int) string { return str(r.col(col), i) }
 
 // Int64 returns an int64 column's value (0 when null or absent).
 func (r *Rows) Int64(col string, i int) int64 {
-	if a, ok := r.cols[col].(*array.Int64); ok && a.IsValid(i) {
-		return a.Value(i)
+	if p := optInt64(r.col(col), i); p != nil {
+		return *p
 	}
 	return 0
 }
 
-func (r *Rows) optString(col string, i int) *string {
-	switch a := r.cols[col].(type) {
+func str(c arrow.Array, i int) string {
+	switch a := c.(type) {
 	case *array.String:
 		if a.IsValid(i) {
-			s := a.Value(i)
-			return &s
+			return a.Value(i)
 		}
 	case *array.LargeString:
 		if a.IsValid(i) {
-			s := a.Value(i)
-			return &s
+			return a.Value(i)
 		}
 	}
-	return nil
+	return ""
 }
 
-func (r *Rows) optInt64(col string, i int) *int64 {
-	if a, ok := r.cols[col].(*array.Int64); ok && a.IsValid(i) {
+func optString(c arrow.Array, i int) *string {
+	if c == nil || c.IsNull(i) {
+		return nil
+	}
+	s := str(c, i)
+	return &s
+}
+
+func optInt64(c arrow.Array, i int) *int64 {
+	if a, ok := c.(*array.Int64); ok && a.IsValid(i) {
 		v := a.Value(i)
 		return &v
 	}
 	return nil
 }
 
-func (r *Rows) optInt32(col string, i int) *int32 {
-	if a, ok := r.cols[col].(*array.Int32); ok && a.IsValid(i) {
-		v := a.Value(i)
-		return &v
+func (r *Rows) pStr(c, i int) *string {
+	if r.cols[c] == nil || r.cols[c].IsNull(i) {
+		return nil
 	}
-	return nil
+	if r.strs[c] == nil {
+		r.strs[c] = make([]string, r.Len())
+	}
+	r.strs[c][i] = str(r.cols[c], i)
+	return &r.strs[c][i]
 }
 
-// Event decodes row i.
+func (r *Rows) pI64(c, i int) *int64 {
+	a, ok := r.cols[c].(*array.Int64)
+	if !ok || !a.IsValid(i) {
+		return nil
+	}
+	if r.i64s[c] == nil {
+		r.i64s[c] = make([]int64, r.Len())
+	}
+	r.i64s[c][i] = a.Value(i)
+	return &r.i64s[c][i]
+}
+
+func (r *Rows) pI32(c, i int) *int32 {
+	a, ok := r.cols[c].(*array.Int32)
+	if !ok || !a.IsValid(i) {
+		return nil
+	}
+	if r.i32s[c] == nil {
+		r.i32s[c] = make([]int32, r.Len())
+	}
+	r.i32s[c][i] = a.Value(i)
+	return &r.i32s[c][i]
+}
+
+// Event decodes row i. Its pointer fields point into slices the Rows shares between
+// its events (one per column): an event decoded twice shares them with itself.
 func (r *Rows) Event(i int) (api.DatagenEvent, error) {
 	ev := api.DatagenEvent{
-		EventID: r.String(ColEventID, i), ItemID: r.String(ColItemID, i), RootItemID: r.String(ColRootItemID, i),
-		ParentItemID: r.optString(ColParentItemID, i), ItemSeq: r.Int64(ColItemSeq, i),
-		CheckpointID: r.String(ColCheckpointID, i), EventType: r.String(ColEventType, i),
-		StepName: r.optString(ColStepName, i), StepKind: r.optString(ColStepKind, i), StepIndex: r.optInt64(ColStepIndex, i),
-		EnclosingStep: r.optString(ColEnclosingStep, i), SelectorStep: r.optString(ColSelectorStep, i),
-		RunID: r.String(ColRunID, i), WriterEpoch: r.String(ColWriterEpoch, i),
-		FieldName: r.optString(ColFieldName, i), FieldType: r.optString(ColFieldType, i),
-		CodecVersion: r.optInt32(ColCodecVersion, i), Status: r.optString(ColStatus, i),
-		ErrorType: r.optString(ColErrorType, i), ErrorDump: r.optString(ColErrorDump, i),
-		Traceback: r.optString(ColTraceback, i),
+		EventID: str(r.cols[idEventID], i), ItemID: str(r.cols[idItemID], i), RootItemID: str(r.cols[idRootItemID], i),
+		ParentItemID: r.pStr(idParentItemID, i), ItemSeq: r.int64At(idItemSeq, i),
+		CheckpointID: str(r.cols[idCheckpointID], i), EventType: str(r.cols[idEventType], i),
+		StepName: r.pStr(idStepName, i), StepKind: r.pStr(idStepKind, i), StepIndex: r.pI64(idStepIndex, i),
+		EnclosingStep: r.pStr(idEnclosingStep, i), SelectorStep: r.pStr(idSelectorStep, i),
+		RunID: str(r.cols[idRunID], i), WriterEpoch: str(r.cols[idWriterEpoch], i),
+		FieldName: r.pStr(idFieldName, i), FieldType: r.pStr(idFieldType, i),
+		CodecVersion: r.pI32(idCodecVersion, i), Status: r.pStr(idStatus, i),
+		ErrorType: r.pStr(idErrorType, i), ErrorDump: r.pStr(idErrorDump, i),
+		Traceback: r.pStr(idTraceback, i),
 	}
-	if p := r.optInt32(ColAttempt, i); p != nil {
+	if p := r.pI32(idAttempt, i); p != nil {
 		ev.Attempt = *p
 	}
-	if p := r.optInt32(ColSchemaVersion, i); p != nil {
+	if p := r.pI32(idSchemaVersion, i); p != nil {
 		ev.SchemaVersion = *p
 	}
-	if p := r.optString(ColQueryTags, i); p != nil {
+	if p := r.pStr(idQueryTags, i); p != nil {
 		ev.QueryTags = json.RawMessage(*p)
 	}
-	if a, ok := r.cols[ColEventTS].(*array.Timestamp); ok && a.IsValid(i) {
+	if a, ok := r.cols[idEventTS].(*array.Timestamp); ok && a.IsValid(i) {
 		t := time.UnixMicro(int64(a.Value(i))).UTC()
 		ev.EventTS = &t
 	}
-	kind := r.optString(ColValueKind, i)
+	kind := r.pStr(idValueKind, i)
 	if kind == nil {
 		return ev, nil
 	}
-	v := &api.DatagenValue{Kind: *kind}
+	if r.values == nil {
+		r.values = make([]api.DatagenValue, r.Len())
+	}
+	v := &r.values[i]
+	*v = api.DatagenValue{Kind: *kind}
 	switch *kind {
 	case KindInt:
-		p := r.optInt64(ColValueI64, i)
+		p := r.pI64(idValueI64, i)
 		if p == nil {
 			return ev, fmt.Errorf("datagen: event %q: kind int without value_i64", ev.EventID)
 		}
 		v.Value = strconv.AppendInt(nil, *p, 10)
 	case KindFloat:
-		a, ok := r.cols[ColValueF64].(*array.Float64)
+		a, ok := r.cols[idValueF64].(*array.Float64)
 		if !ok || !a.IsValid(i) {
 			return ev, fmt.Errorf("datagen: event %q: kind float without value_f64", ev.EventID)
 		}
 		v.Value = strconv.AppendFloat(nil, a.Value(i), 'g', -1, 64)
 	case KindBool:
-		a, ok := r.cols[ColValueBool].(*array.Boolean)
+		a, ok := r.cols[idValueBool].(*array.Boolean)
 		if !ok || !a.IsValid(i) {
 			return ev, fmt.Errorf("datagen: event %q: kind bool without value_bool", ev.EventID)
 		}
 		v.Value = []byte(strconv.FormatBool(a.Value(i)))
 	case KindStr:
-		v.Value, _ = json.Marshal(r.String(ColValueStr, i))
+		v.Value, _ = json.Marshal(str(r.cols[idValueStr], i))
 	case KindJSON:
-		v.Value = json.RawMessage(r.String(ColValueJSON, i))
+		v.Value = json.RawMessage(str(r.cols[idValueJSON], i))
 	case KindBlob:
-		v.Size = r.optInt64(ColPayloadSize, i)
-		v.Checksum = r.optString(ColPayloadCksum, i)
-		if a, ok := r.cols[ColValueBlob].(*array.LargeBinary); ok && a.IsValid(i) {
+		v.Size = r.pI64(idPayloadSize, i)
+		v.Checksum = r.pStr(idPayloadCksum, i)
+		if a, ok := r.cols[idValueBlob].(*array.LargeBinary); ok && a.IsValid(i) {
 			v.Bytes = append([]byte{}, a.Value(i)...)
 		}
 	}
 	ev.Value = v
 	return ev, nil
+}
+
+// OverviewRow reads what Overview needs of row i (the columns it lacks stay zero),
+// without decoding the rest of the event.
+func (r *Rows) OverviewRow(i int) OverviewRow {
+	return OverviewRow{ItemID: str(r.cols[idItemID], i), RootItemID: str(r.cols[idRootItemID], i), EventType: str(r.cols[idEventType], i),
+		RunID: str(r.cols[idRunID], i), ParentItemID: optString(r.cols[idParentItemID], i), Status: optString(r.cols[idStatus], i),
+		ErrorType: optString(r.cols[idErrorType], i), StepName: optString(r.cols[idStepName], i), ItemSeq: r.int64At(idItemSeq, i)}
+}
+
+func (r *Rows) int64At(c int, i int) int64 {
+	if p := optInt64(r.cols[c], i); p != nil {
+		return *p
+	}
+	return 0
 }

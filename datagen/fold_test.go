@@ -243,3 +243,18 @@ func reversed(evs []api.DatagenEvent) []api.DatagenEvent {
 	slices.Reverse(out)
 	return out
 }
+
+func TestColumnIDs(t *testing.T) {
+	fs := Schema().Fields()
+	if len(fs) != numColumns {
+		t.Fatalf("%d columns, %d ids", len(fs), numColumns)
+	}
+	for i, f := range fs {
+		if got := columnID(f.Name); got != i {
+			t.Errorf("column %q: id %d, position %d", f.Name, got, i)
+		}
+	}
+	if columnID("nope") != -1 {
+		t.Error("an unknown column has an id")
+	}
+}

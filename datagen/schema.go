@@ -123,3 +123,117 @@ func SchemaDiff(sch *arrow.Schema) string {
 	}
 	return ""
 }
+
+// Column ids: the columns' positions in Schema() (TestColumnIDs checks them).
+const (
+	idEventID = iota
+	idItemID
+	idRootItemID
+	idParentItemID
+	idItemSeq
+	idCheckpointID
+	idEventType
+	idStepName
+	idStepKind
+	idStepIndex
+	idEnclosingStep
+	idSelectorStep
+	idAttempt
+	idRunID
+	idWriterEpoch
+	idFieldName
+	idFieldType
+	idCodecVersion
+	idValueKind
+	idValueI64
+	idValueF64
+	idValueBool
+	idValueStr
+	idValueJSON
+	idValueBlob
+	idPayloadSize
+	idPayloadCksum
+	idQueryTags
+	idStatus
+	idErrorType
+	idErrorDump
+	idTraceback
+	idEventTS
+	idSchemaVersion
+	numColumns
+)
+
+// columnID is the id of a column of the table (-1: not one).
+func columnID(name string) int {
+	switch name {
+	case ColEventID:
+		return idEventID
+	case ColItemID:
+		return idItemID
+	case ColRootItemID:
+		return idRootItemID
+	case ColParentItemID:
+		return idParentItemID
+	case ColItemSeq:
+		return idItemSeq
+	case ColCheckpointID:
+		return idCheckpointID
+	case ColEventType:
+		return idEventType
+	case ColStepName:
+		return idStepName
+	case ColStepKind:
+		return idStepKind
+	case ColStepIndex:
+		return idStepIndex
+	case ColEnclosingStep:
+		return idEnclosingStep
+	case ColSelectorStep:
+		return idSelectorStep
+	case ColAttempt:
+		return idAttempt
+	case ColRunID:
+		return idRunID
+	case ColWriterEpoch:
+		return idWriterEpoch
+	case ColFieldName:
+		return idFieldName
+	case ColFieldType:
+		return idFieldType
+	case ColCodecVersion:
+		return idCodecVersion
+	case ColValueKind:
+		return idValueKind
+	case ColValueI64:
+		return idValueI64
+	case ColValueF64:
+		return idValueF64
+	case ColValueBool:
+		return idValueBool
+	case ColValueStr:
+		return idValueStr
+	case ColValueJSON:
+		return idValueJSON
+	case ColValueBlob:
+		return idValueBlob
+	case ColPayloadSize:
+		return idPayloadSize
+	case ColPayloadCksum:
+		return idPayloadCksum
+	case ColQueryTags:
+		return idQueryTags
+	case ColStatus:
+		return idStatus
+	case ColErrorType:
+		return idErrorType
+	case ColErrorDump:
+		return idErrorDump
+	case ColTraceback:
+		return idTraceback
+	case ColEventTS:
+		return idEventTS
+	case ColSchemaVersion:
+		return idSchemaVersion
+	}
+	return -1
+}

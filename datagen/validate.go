@@ -62,15 +62,23 @@ func isNull(raw json.RawMessage) bool {
 // canonical form: value and query_tags as compact JSON, event_ts defaulted to now
 // (microseconds, UTC). The error is a 400 naming the event.
 func Normalize(i int, ev *api.DatagenEvent, now time.Time) error {
-	for _, f := range []struct{ name, v string }{{"event_id", ev.EventID}, {"item_id", ev.ItemID},
+	// The field's name is formatted only for an error (it was a tenth of an append's
+	// CPU when formatted for every field of every event).
+	idField := func(name, v string) error {
+		if api.ValidateIDField(name, v) == nil {
+			return nil
+		}
+		return api.ValidateIDField(fmt.Sprintf("events[%d].%s", i, name), v)
+	}
+	for _, f := range [...]struct{ name, v string }{{"event_id", ev.EventID}, {"item_id", ev.ItemID},
 		{"root_item_id", ev.RootItemID}, {"checkpoint_id", ev.CheckpointID}, {"run_id", ev.RunID},
 		{"writer_epoch", ev.WriterEpoch}} {
-		if err := api.ValidateIDField(fmt.Sprintf("events[%d].%s", i, f.name), f.v); err != nil {
+		if err := idField(f.name, f.v); err != nil {
 			return err
 		}
 	}
 	if ev.ParentItemID != nil {
-		if err := api.ValidateIDField(fmt.Sprintf("events[%d].parent_item_id", i), *ev.ParentItemID); err != nil {
+		if err := idField("parent_item_id", *ev.ParentItemID); err != nil {
 			return err
 		}
 	}

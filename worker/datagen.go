@@ -38,6 +38,10 @@ type dgState struct {
 	scope string            // key-cache scope of the base's item_id index
 	// bases is what checks learnt of the base table's items (datagen_seqs.go).
 	bases *seqCache
+	// index is what the store holds, in memory (datagen_index.go).
+	index *dgIndex
+	// snaps shares snapshots between concurrent appends (datagen_snap.go).
+	snaps snapGroup
 }
 
 type dgSeq struct {
@@ -45,9 +49,11 @@ type dgSeq struct {
 	seq  int64
 }
 
+// dgRes is one reserved event: its content is compared (datagen.Content, a JSON
+// encoding) only when another append reserves the same event_id.
 type dgRes struct {
-	content string
-	refs    int
+	ev   *api.DatagenEvent
+	refs int
 }
 
 func openDatagen(h *handle, ds *lance.Dataset) error {
@@ -55,7 +61,7 @@ func openDatagen(h *handle, ds *lance.Dataset) error {
 		return fmt.Errorf("%w: not the datagen event schema", errSchema)
 	}
 	h.dg = &dgState{ids: map[string]*dgRes{}, seqs: map[dgSeq]string{}, scope: fmt.Sprintf("datagen items %s %p", h.name, h),
-		bases: newSeqCache()}
+		bases: newSeqCache(), index: newDgIndex(dgIndexLimit)}
 	return nil
 }
 
@@ -76,7 +82,7 @@ func (d *dgState) reserve(evs []api.DatagenEvent) (release func(), err error) {
 	defer d.mu.Unlock()
 	for i := range evs {
 		ev := &evs[i]
-		if r := d.ids[ev.EventID]; r != nil && r.content != datagen.Content(ev) {
+		if r := d.ids[ev.EventID]; r != nil && datagen.Content(r.ev) != datagen.Content(ev) {
 			return nil, api.InvalidRequest("events[%d]: event_id %s was reused with different content (an append in flight has it)",
 				i, api.QuoteTrunc(ev.EventID, 100))
 		}
@@ -89,7 +95,7 @@ func (d *dgState) reserve(evs []api.DatagenEvent) (release func(), err error) {
 		ev := &evs[i]
 		r := d.ids[ev.EventID]
 		if r == nil {
-			r = &dgRes{content: datagen.Content(ev)}
+			r = &dgRes{ev: ev}
 			d.ids[ev.EventID] = r
 			d.seqs[dgSeq{ev.ItemID, ev.ItemSeq}] = ev.EventID
 		}
@@ -242,16 +248,29 @@ func (s *Server) AppendEvents(ctx context.Context, name string, body []byte, che
 			return err
 		}
 		defer release()
-		sn, err := s.snapshot(ctx, h)
+		sn, err := h.dg.snaps.get(ctx, func(ctx context.Context) (*wal.Snapshot, error) {
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+			defer cancel()
+			return s.snapshot(ctx, h)
+		})
 		if err != nil {
 			return err
 		}
-		if err := s.checkStored(ctx, h, sn, evs); err != nil {
+		if err := h.dg.index.cover(ctx, sn, sh.ID()); err != nil {
 			return err
+		}
+		if h.dg.index.mayConflict(evs) {
+			if err := s.checkStored(ctx, h, sn, evs); err != nil {
+				return err
+			}
 		}
 		if _, err := sh.Append(ctx, rec); err != nil {
+			// The entry may still land (a timeout): the index reads the store again.
+			h.dg.index.forget()
 			return err
 		}
+		// In the log: the index has them before the reservation goes.
+		h.dg.index.add(evs)
 		fctx, cancel := context.WithTimeout(ctx, s.cfg.FlushTimeout)
 		defer cancel()
 		if err := sh.Flush(fctx); err != nil {
@@ -376,9 +395,30 @@ func (s *Server) scanEvents(ctx context.Context, sn *wal.Snapshot, column, value
 		return nil, err
 	}
 	defer rdr.Release()
-	var out []api.DatagenEvent
+	// The batches first, then the events into one slice of the right size: growing it
+	// copied every event (a few hundred bytes each) about twice over.
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	n := 0
 	for rdr.Next() {
-		rows := datagen.NewRows(rdr.RecordBatch())
+		rec := rdr.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+		n += int(rec.NumRows())
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]api.DatagenEvent, 0, n)
+	for _, rec := range recs {
+		rows := datagen.NewRows(rec)
 		for i := 0; i < rows.Len(); i++ {
 			ev, err := rows.Event(i)
 			if err != nil {
@@ -386,9 +426,6 @@ func (s *Server) scanEvents(ctx context.Context, sn *wal.Snapshot, column, value
 			}
 			out = append(out, ev)
 		}
-	}
-	if err := rdr.Err(); err != nil {
-		return nil, err
 	}
 	datagen.SortEvents(out)
 	return out, nil
@@ -600,39 +637,50 @@ func (s *Server) handleDatagenRootStatus(w http.ResponseWriter, r *http.Request)
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-// Overview aggregates the whole log of a datagen store, streaming only the columns
-// the overview needs (memory: a few numbers per item).
+// Overview aggregates the whole log of a datagen store: from the handle's index
+// (datagen_index.go) once it covers the snapshot, else by a scan.
 func (s *Server) Overview(ctx context.Context, name string) (api.DatagenRunOverview, error) {
 	var out api.DatagenRunOverview
-	err := s.datagenRead(ctx, name, func(_ *handle, sn *wal.Snapshot) error {
-		rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColItemID, datagen.ColRootItemID,
-			datagen.ColParentItemID, datagen.ColItemSeq, datagen.ColEventType, datagen.ColStatus, datagen.ColErrorType,
-			datagen.ColRunID, datagen.ColStepName}})
-		if err != nil {
+	err := s.datagenRead(ctx, name, func(h *handle, sn *wal.Snapshot) error {
+		local := ""
+		if sh := h.shard.Load(); sh != nil {
+			local = sh.ID()
+		}
+		if err := h.dg.index.cover(ctx, sn, local); err != nil {
 			return err
 		}
-		defer rdr.Release()
-		o := datagen.NewOverview()
-		for rdr.Next() {
-			rec := rdr.RecordBatch()
-			addOverview(o, rec)
+		if o, ok := h.dg.index.overview(); ok {
+			out = o
+			return nil
 		}
-		if err := rdr.Err(); err != nil {
-			return err
-		}
-		out = o.Result()
-		return nil
+		var err error
+		out, err = scanOverview(ctx, sn)
+		return err
 	})
 	return out, err
 }
 
-func addOverview(o *datagen.Overview, rec arrow.RecordBatch) {
-	rows := datagen.NewRows(rec)
-	for i := 0; i < rows.Len(); i++ {
-		ev, _ := rows.Event(i)
-		o.Add(datagen.OverviewRow{ItemID: ev.ItemID, RootItemID: ev.RootItemID, EventType: ev.EventType, RunID: ev.RunID,
-			ParentItemID: ev.ParentItemID, Status: ev.Status, ErrorType: ev.ErrorType, StepName: ev.StepName, ItemSeq: ev.ItemSeq})
+// scanOverview aggregates the whole log of a snapshot, streaming only the columns
+// the overview needs (memory: a few numbers per item).
+func scanOverview(ctx context.Context, sn *wal.Snapshot) (api.DatagenRunOverview, error) {
+	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: []string{datagen.ColItemID, datagen.ColRootItemID,
+		datagen.ColParentItemID, datagen.ColItemSeq, datagen.ColEventType, datagen.ColStatus, datagen.ColErrorType,
+		datagen.ColRunID, datagen.ColStepName}})
+	if err != nil {
+		return api.DatagenRunOverview{}, err
 	}
+	defer rdr.Release()
+	o := datagen.NewOverview()
+	for rdr.Next() {
+		rows := datagen.NewRows(rdr.RecordBatch())
+		for i := 0; i < rows.Len(); i++ {
+			o.Add(rows.OverviewRow(i))
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return api.DatagenRunOverview{}, err
+	}
+	return o.Result(), nil
 }
 
 func (s *Server) handleDatagenOverview(w http.ResponseWriter, r *http.Request) {

@@ -61,3 +61,57 @@ func BenchmarkDatagenAppend16x50(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
 	}
 }
+
+// dgFill appends n events to store name: items of perItem events, batches of 500
+// events, 8 writers.
+func (tw *testWorker) dgFill(b *testing.B, name string, n, perItem int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for k := next.Add(1) - 1; k*500 < int64(n); k = next.Add(1) - 1 {
+				evs := make([]map[string]any, 0, 500)
+				for e := k * 500; e < min((k+1)*500, int64(n)); e++ {
+					item, seq := fmt.Sprintf("it%d", e/int64(perItem)), e%int64(perItem)
+					typ := datagen.FieldAppend
+					if seq == 0 {
+						typ = datagen.ItemCreated
+					}
+					evs = append(evs, dgEvent(fmt.Sprintf("%s-%d", item, seq), item, seq, typ, nil))
+				}
+				if r := doHTTP(b, tw.url, "POST", "/api/v1/datagen/"+name+"/events", api.ContentTypeJSON, dgBody(evs...)); r.status != http.StatusCreated {
+					b.Errorf("append: %s", r)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkDatagenFold10k: GET items/{id} of one item of 10,000 events (fold).
+func BenchmarkDatagenFold10k(b *testing.B) {
+	tw := newTestWorker(b, "", func(c *Config) { c.MergeAfterGenerations = 0 })
+	tw.dgCreate("bench")
+	tw.dgFill(b, "bench", 10000, 10000)
+	b.ResetTimer()
+	for range b.N {
+		if r := doHTTP(b, tw.url, "GET", "/api/v1/datagen/bench/items/it0", "", nil); r.status != http.StatusOK {
+			b.Fatalf("fold: %s", r)
+		}
+	}
+}
+
+// BenchmarkDatagenOverview200k: GET overview of a store of 200,000 events (items
+// of 50), served by the handle's index once built.
+func BenchmarkDatagenOverview200k(b *testing.B) {
+	tw := newTestWorker(b, "", func(c *Config) { c.MergeAfterGenerations = 0 })
+	tw.dgCreate("bench")
+	tw.dgFill(b, "bench", 200000, 50)
+	b.ResetTimer()
+	for range b.N {
+		if r := doHTTP(b, tw.url, "GET", "/api/v1/datagen/bench/overview", "", nil); r.status != http.StatusOK {
+			b.Fatalf("overview: %s", r)
+		}
+	}
+}
