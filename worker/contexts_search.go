@@ -363,13 +363,11 @@ func (s *Server) handleContextRetrieve(w http.ResponseWriter, r *http.Request) {
 		}
 		texts := map[string]float64{}
 		if bm != nil && !bm.Empty() {
-			if err := textCorpus(ctx, sn, f, bm); err != nil {
+			best, err := s.rankText(ctx, sn, bm, f, depth)
+			if err != nil {
 				return err
 			}
-			for i, c := range bm.Scores() {
-				if i == depth {
-					break
-				}
+			for _, c := range best {
 				textList = append(textList, c.ID)
 				texts[c.ID] = c.Score
 			}
