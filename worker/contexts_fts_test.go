@@ -17,6 +17,7 @@ import (
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/ctxstore"
 	"github.com/lancectx/lancectx/ctxstore/fts"
+	"github.com/lancectx/lancectx/internal/oracle"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/wal"
@@ -319,4 +320,116 @@ func TestContextRetrieveDuringMergesAndCompactionWithTextIndex(t *testing.T) {
 		t.Fatalf("no merge (%d), compaction that removed fragments (%d), index build (%d) or retrieve through the index (%v) ran",
 			m.merges, m.removed, m.builds, idx)
 	}
+}
+
+// TestContextTextIndexBesideTheTable: the index lives beside the base table, not in
+// it: LanceDB opens the table and reads every row, lists no index of ours; lance's
+// cleanup (everything unreferenced, at once) leaves the index files; the build's own
+// collection removes segments no manifest lists once old enough; and a corrupt
+// segment leaves retrieve on the exact path, with the same answer.
+func TestContextTextIndexBesideTheTable(t *testing.T) {
+	tw := newTestWorker(t, "", nil)
+	tw.srv.cxFTS.ttl = 0
+	tw.cxCreate("b", 2, "l2")
+	rng := rand.New(rand.NewPCG(7, 8))
+	m := &ftsModel{text: map[string]*string{}}
+	for b := range 2 {
+		var recs []api.AddContextRecord
+		for i := range 50 {
+			id := fmt.Sprintf("r%d-%03d", b, i)
+			r := cxRec(id, "r", []float32{1, float32(i)}, ftsText(rng, 6))
+			m.text[id] = r.TextPayload
+			recs = append(recs, r)
+		}
+		tw.cxAdd("b", recs...)
+		tw.cxMerge("b")
+	}
+	ctx := context.Background()
+	st := objstore.Prefixed(tw.data, "b.context.lance")
+	build := func(o fts.BuildOptions) fts.BuildResult {
+		t.Helper()
+		ds, err := lance.OpenStore(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Incarnation = wal.Incarnation(ds)
+		res, err := fts.Build(ctx, ds, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := build(fts.BuildOptions{}); res.Op != "build" || res.Docs != 100 || res.Indexed != 100 {
+		t.Fatalf("first build %+v", res)
+	}
+	if res := build(fts.BuildOptions{}); res.Op != "noop" {
+		t.Fatalf("second build %+v", res)
+	}
+	// A compaction, then a build: the first segment covers nothing any more and goes
+	// out of the manifest; its file stays until it is older than GCAge.
+	tw.cxJSON("POST", "/api/v1/contexts/b/compact", map[string]any{}, http.StatusOK, nil)
+	if res := build(fts.BuildOptions{}); res.Op != "build" || res.Segments != 1 || res.Deleted != 0 {
+		t.Fatalf("build after compaction %+v", res)
+	}
+	segFiles := func() []string {
+		var keys []string
+		if err := objstore.Walk(ctx, st, objstore.ListOptions{Prefix: fts.Dir}, func(o objstore.ObjectInfo) error {
+			keys = append(keys, o.Key)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	if n := len(segFiles()); n != 3 { // the manifest and two segments
+		t.Fatalf("index files %v", segFiles())
+	}
+
+	path := tw.dir + "/b.context.lance"
+	if n, err := oracleCount(t, path); err != nil || n != 100 {
+		t.Fatalf("LanceDB counts %d rows (%v), want 100", n, err)
+	}
+	if ix, err := oracleIndices(t, path); err != nil || len(ix) != 0 {
+		t.Fatalf("LanceDB lists indices %+v (%v), want none", ix, err)
+	}
+	ds, err := lance.OpenStore(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.Cleanup(ctx, lance.CleanupOptions{DeleteUnverified: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(segFiles()); n != 3 {
+		t.Fatalf("after lance cleanup, index files %v", segFiles())
+	}
+	if res := build(fts.BuildOptions{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}); res.Op != "noop" || res.Deleted != 1 {
+		t.Fatalf("collecting build %+v", res)
+	}
+	want := m.want("alpha beta", time.Now(), false, false, 1000)
+	if got := tw.cxRetrieveText("b", "alpha beta", 1000, false, false); !slices.Equal(got, want) {
+		t.Fatalf("through the index: %v, want %v", got, want)
+	}
+
+	// Corrupt the segment: retrieve ranks exactly, the same answer.
+	man, err := fts.ReadManifest(ctx, st)
+	if err != nil || len(man.Segments) != 1 {
+		t.Fatalf("%+v %v", man, err)
+	}
+	if err := st.Put(ctx, man.Segments[0].Key, strings.NewReader("LCTXFTS1 not a segment")); err != nil {
+		t.Fatal(err)
+	}
+	tw.srv.cxFTS = newFTSCache(nil) // forget the decoded segment
+	exact := testutil.ToFloat64(tw.srv.cxFTS.searches.WithLabelValues("exact"))
+	if got := tw.cxRetrieveText("b", "alpha beta", 1000, false, false); !slices.Equal(got, want) {
+		t.Fatalf("with a corrupt segment: %v, want %v", got, want)
+	}
+	if testutil.ToFloat64(tw.srv.cxFTS.searches.WithLabelValues("exact")) != exact+1 {
+		t.Fatal("a corrupt segment was not left for the exact path")
+	}
+}
+
+func oracleCount(t *testing.T, path string) (int64, error) { return oracle.New(t).Count(path, "", 0) }
+
+func oracleIndices(t *testing.T, path string) ([]oracle.IndexStats, error) {
+	return oracle.New(t).Indices(path)
 }
