@@ -60,5 +60,5 @@ func retrieveReport(e *emitter, meta Meta, results []Result) {
 			fmt.Sprintf("- exact-path ms: %s; first retrieve through the index (loads it) ms: %.1f", fmtVals(exact), r.FirstMillis),
 			fmt.Sprintf("- queries: %d per repetition, %s words each; limit %d", r.Queries, r.QueryWords, r.Limit))
 	}
-	e.runFooter(meta, "", []string{fmt.Sprintf("repetitions: %d", meta.Reps)}, meta.RetrieveNotes, details)
+	e.runFooter(meta, "lancectx only (LanceDB has no retrieve route; its full-text search is not run here)", []string{fmt.Sprintf("repetitions: %d", meta.Reps)}, meta.RetrieveNotes, details)
 }
