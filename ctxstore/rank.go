@@ -376,3 +376,6 @@ func FuseRRF(lists ...[]string) []Fused {
 	})
 	return out
 }
+
+// Full reports whether the TopK holds k candidates (then Worst is a real bound).
+func (t *TopK) Full() bool { return len(t.h) >= t.k }

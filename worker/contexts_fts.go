@@ -82,12 +82,23 @@ type ftsView struct {
 	manifest string
 	loaded   time.Time
 	covered  []uint64
-	parts    []ftsPart
+	parts    []*ftsPart
 }
 
+// ftsPart is one segment as a base version sees it (contexts_fts_rank.go).
 type ftsPart struct {
 	s    *ftsSeg
 	dead []bool
+	// The corpus statistics of its documents that are neither dead nor tombstones
+	// (all) and of those of them retired (ret); expiring are those of them with an
+	// expiry, by expiry ascending. A query corrects them for its filter, its clock and
+	// the ids the WAL rewrites.
+	allN, retN     int
+	allLen, retLen int64
+	expiring       []uint32
+
+	mu  sync.Mutex
+	dfs map[string]termDF // by term, filled on first use
 }
 
 func newFTSCache(reg prometheus.Registerer) *ftsCache {
@@ -257,7 +268,7 @@ func loadFTSView(ctx context.Context, base *lance.Dataset, prev *ftsView, segs m
 				}
 			}
 		}
-		v.parts = append(v.parts, ftsPart{s: s, dead: dead})
+		v.parts = append(v.parts, newFTSPart(s, dead))
 	}
 	return v, nsegs, ndvs, nil
 }
@@ -285,112 +296,4 @@ func (s *Server) rankText(ctx context.Context, sn cxView, bm *ctxstore.BM25, f c
 	}
 	s.cxFTS.searches.WithLabelValues("index").Inc()
 	return rankTextIndexed(ctx, sn, v, bm, f, depth)
-}
-
-// rankTextIndexed is the index path of rankText (see the comment at the top of this
-// file).
-func rankTextIndexed(ctx context.Context, sn cxView, v *ftsView, bm *ctxstore.BM25, f ctxstore.Filter, depth int) ([]ctxstore.Candidate, error) {
-	// The rest: every row outside the covered fragments, each met id shadowing the
-	// index's document of that id.
-	shadow := make([]map[uint32]bool, len(v.parts))
-	cols := append([]string{ctxstore.ColID, ctxstore.ColTextPayload}, ctxstore.StateColumns...)
-	rdr, err := sn.Scan(ctx, wal.ScanOptions{Columns: cols, SkipFragments: v.covered})
-	if err != nil {
-		return nil, err
-	}
-	for rdr.Next() {
-		rows := ctxstore.NewRows(rdr.RecordBatch())
-		for i := 0; i < rows.Len(); i++ {
-			id := rows.String(ctxstore.ColID, i)
-			for p, part := range v.parts {
-				if d, ok := part.s.byID[id]; ok {
-					if shadow[p] == nil {
-						shadow[p] = map[uint32]bool{}
-					}
-					shadow[p][d] = true
-				}
-			}
-			if t := rows.Str(ctxstore.ColTextPayload, i); t != nil && f.Live(rows, i) {
-				bm.Add(id, *t)
-			}
-		}
-	}
-	err = rdr.Err()
-	rdr.Release()
-	if err != nil {
-		return nil, err
-	}
-	// The index's share of the statistics, and its live postings of each query term.
-	terms := bm.Terms()
-	now := f.Now.UnixMicro()
-	type live struct{ docs, tf []uint32 }
-	lists := make([][]live, len(v.parts))
-	for p, part := range v.parts {
-		seg := part.s.seg
-		ok := func(d uint32) bool {
-			return !part.dead[d] && seg.Live(d, f, now) && (shadow[p] == nil || !shadow[p][d])
-		}
-		n, total := 0, int64(0)
-		for d := range seg.Addr {
-			if ok(uint32(d)) {
-				n++
-				total += int64(seg.Len[d])
-			}
-		}
-		df := make([]int, len(terms))
-		lists[p] = make([]live, len(terms))
-		for slot, t := range terms {
-			docs, tfs := seg.Postings(t)
-			l := live{docs: make([]uint32, 0, len(docs)), tf: make([]uint32, 0, len(docs))}
-			for j, d := range docs {
-				if ok(d) {
-					l.docs = append(l.docs, d)
-					l.tf = append(l.tf, tfs[j])
-				}
-			}
-			df[slot] = len(l.docs)
-			lists[p][slot] = l
-		}
-		bm.AddCounted(n, total, df)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-	}
-	sc := bm.Scorer()
-	top := ctxstore.NewTopK(depth)
-	bm.Push(sc, top)
-	for p, part := range v.parts {
-		seg := part.s.seg
-		ls := lists[p]
-		pos := make([]int, len(ls))
-		for {
-			// The next document of any term's list; its terms are summed in slot order.
-			next := uint32(0)
-			found := false
-			for slot, l := range ls {
-				if pos[slot] < len(l.docs) && (!found || l.docs[pos[slot]] < next) {
-					next, found = l.docs[pos[slot]], true
-				}
-			}
-			if !found {
-				break
-			}
-			norm := sc.Norm(int(seg.Len[next]))
-			var sum float64
-			for slot, l := range ls {
-				if pos[slot] < len(l.docs) && l.docs[pos[slot]] == next {
-					sum += sc.Term(slot, int(l.tf[pos[slot]]), norm)
-					pos[slot]++
-				}
-			}
-			if -sum <= top.Worst() {
-				top.Push(seg.IDs[next], -sum)
-			}
-		}
-	}
-	out := top.Sorted()
-	for i := range out {
-		out[i].Score = -out[i].Score
-	}
-	return out, nil
 }

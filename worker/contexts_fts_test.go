@@ -142,6 +142,11 @@ func TestContextTextIndexScoresEqualExact(t *testing.T) {
 					t.Fatalf("%s: %q did not rank through the index", step, q)
 				}
 				want := m.want(q, now, flags[0], flags[1], 1000)
+				// A small limit: the k best fill early and the index skips the
+				// documents that only hold common terms.
+				if top := tw.cxRetrieveText("t", q, 5, flags[0], flags[1]); !slices.Equal(top, want[:min(5, len(want))]) {
+					t.Fatalf("%s: %q (expired %t, retired %t), limit 5: %+v, want %+v", step, q, flags[0], flags[1], top, want[:min(5, len(want))])
+				}
 				if !slices.Equal(got, want) {
 					for i := range min(len(got), len(want)) {
 						if got[i] != want[i] {
