@@ -90,18 +90,6 @@ func (s *Segment) DocsOf(frag uint64) (lo, hi int) {
 	return lo, hi
 }
 
-// Bytes estimates the memory the segment holds.
-func (s *Segment) Bytes() int64 {
-	n := int64(len(s.Addr))*(8+4+8+1+16) + int64(len(s.Docs))*8 + int64(len(s.Terms))*(16+4)
-	for _, id := range s.IDs {
-		n += int64(len(id))
-	}
-	for _, t := range s.Terms {
-		n += int64(len(t))
-	}
-	return n
-}
-
 // Builder collects the documents of a segment. Rows must be added by row address
 // ascending (a scan of the fragments in id order with row addresses does).
 type Builder struct {
