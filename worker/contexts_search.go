@@ -363,7 +363,8 @@ func (s *Server) handleContextRetrieve(w http.ResponseWriter, r *http.Request) {
 		}
 		texts := map[string]float64{}
 		if bm != nil && !bm.Empty() {
-			best, err := s.rankText(ctx, sn, bm, f, depth)
+			// A fresh corpus per attempt: a read retried on a newer snapshot counts again.
+			best, err := s.rankText(ctx, sn, ctxstore.NewBM25(*req.Text), f, depth)
 			if err != nil {
 				return err
 			}
