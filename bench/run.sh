@@ -257,6 +257,7 @@ record() {
     elif ($b | startswith("kinds-")) and .mode then "\(.kind) \(.mode): " + (if .read_median_ms then "median read \(.read_median_ms) ms over \(.events) events" else "\(.per_s|floor)/s, p99 \(.latency.p99_ms) ms" end)
     elif .cmd == "fleet-scan" then "rounds \(.seconds|map(.*100|floor/100)) s over \(.experiments) experiments at concurrency \(.concurrency), _stats versions added \(.versions_added)"
     elif .cmd == "fleet-sim" then "\(.loops_over_interval) loop passes over their interval; queue max \(.queue_depth_max), etcd \(.etcd_requests_per_s|floor)/s, RSS peak \(.rss_peak_mib|floor) MiB"
+    elif .cmd == "retrieve-hybrid" then "p50 \(.p50_ms*10|floor/10) ms, p99 \(.p99_ms*10|floor/10) ms over \(.rows) records (scan path before the index \(.exact_p50_ms|floor) ms, index build \(.build_seconds*10|floor/10) s), same answer: \(.same_answer)"
     elif .cmd == "sql-query" then "median \(.median_seconds*1000|floor) ms over \(.rows) rows (DuckDB over Parquet \(.duckdb_parquet_median_seconds*1000|floor) ms), same answer: \(.same_answer)"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
