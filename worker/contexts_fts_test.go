@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -222,8 +224,11 @@ func TestContextRetrieveDuringMergesAndCompactionWithTextIndex(t *testing.T) {
 	tw.srv.cxFTS.ttl = 0
 	tw.cxCreate("live", 2, "l2")
 	st := objstore.Prefixed(tw.data, "live.context.lance")
+	// The writer adds records and deletes every fourth one two adds later: deletions
+	// reach the index's documents through the WAL (shadow), then the deletion vectors.
 	var mu sync.Mutex
 	var acked []string
+	deleting, deleted := map[string]bool{}, map[string]bool{} // asked, acknowledged
 	writerDone := make(chan error, 1)
 	go func() {
 		for i := range n {
@@ -236,95 +241,142 @@ func TestContextRetrieveDuringMergesAndCompactionWithTextIndex(t *testing.T) {
 			mu.Lock()
 			acked = append(acked, id)
 			mu.Unlock()
+			if i%4 == 3 {
+				del := fmt.Sprintf("w%03d", i-2)
+				mu.Lock()
+				deleting[del] = true // from now on it may be gone
+				mu.Unlock()
+				req, _ := http.NewRequest("DELETE", tw.url+"/api/v1/contexts/live/records/"+del, nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("DELETE %s: %d", del, resp.StatusCode)
+					}
+				}
+				if err != nil {
+					writerDone <- err
+					return
+				}
+				mu.Lock()
+				deleted[del] = true
+				mu.Unlock()
+			}
 		}
 		writerDone <- nil
 	}()
 	stop := make(chan struct{})
-	type maint struct {
-		merges, removed, builds int
-		err                     error
-	}
-	maintDone := make(chan maint, 1)
+	var merges, removed, builds atomic.Int64
+	maintDone := make(chan error, 1)
 	go func() {
-		var m maint
-		defer func() { maintDone <- m }()
 		for {
 			select {
 			case <-stop:
+				maintDone <- nil
 				return
 			default:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			res, err := tw.srv.mergeWAL(ctx, tw.srv.contexts, "live", true)
 			if err == nil && res.Reclaimed > 0 {
-				m.merges++
+				merges.Add(1)
 			}
 			if err == nil {
 				var ds *lance.Dataset
 				if ds, err = lance.OpenStore(ctx, st); err == nil {
 					var br fts.BuildResult
 					if br, err = fts.Build(ctx, ds, fts.BuildOptions{Incarnation: wal.Incarnation(ds)}); err == nil && br.Op != "noop" {
-						m.builds++
+						builds.Add(1)
 					}
 				}
 			}
 			cancel()
 			if err != nil {
-				m.err = err
+				maintDone <- err
 				return
 			}
 			var cr api.ContextCompactResponse
 			if _, err := postJSON(tw.url, "/api/v1/contexts/live/compact", map[string]any{}, &cr); err != nil {
-				m.err = err
+				maintDone <- err
 				return
 			}
-			m.removed += cr.FragmentsRemoved
+			removed.Add(int64(cr.FragmentsRemoved))
 		}
 	}()
-	retrieves := 0
+	indexed := func() float64 { return testutil.ToFloat64(tw.srv.cxFTS.searches.WithLabelValues("index")) }
+	fail := func(format string, args ...any) {
+		t.Helper()
+		close(stop)
+		<-maintDone
+		t.Fatalf(format, args...)
+	}
+	// Retrieve until every record is acked and merges, compactions, builds and
+	// retrieves through the index have all happened meanwhile (bounded: the
+	// maintenance loop runs back to back).
+	deadline := time.Now().Add(3 * time.Minute)
+	retrieves, writing := 0, true
 	var werr error
-	for done := false; !done; {
-		select {
-		case werr = <-writerDone:
-			done = true // one more retrieve below sees every record
-		default:
+	for {
+		if writing {
+			select {
+			case werr = <-writerDone:
+				writing = false // the retrieves from here on see every record
+			default:
+			}
 		}
 		mu.Lock()
-		want := slices.Clone(acked)
+		var want []string
+		for _, id := range acked {
+			if !deleting[id] {
+				want = append(want, id)
+			}
+		}
+		gone := maps.Clone(deleted)
 		mu.Unlock()
 		var out api.RetrieveContextResponse
 		if _, err := postJSON(tw.url, "/api/v1/contexts/live/retrieve", api.RetrieveContextRequest{Text: strp("common"), Limit: intp(n + 10)}, &out); err != nil {
-			close(stop)
-			<-maintDone
-			t.Fatalf("retrieve %d (%d acked): %v", retrieves, len(want), err)
+			fail("retrieve %d (%d acked): %v", retrieves, len(want), err)
 		}
 		got := map[string]int{}
+		// Every record holds "common" once in three terms: over a corpus of N records
+		// (all of them in the answer) each scores ln(1 + 0.5/(N + 0.5)) exactly; a
+		// document counted twice, or a stale one, changes N.
+		score := math.Log(1 + 0.5/(float64(len(out.Results))+0.5))
 		for _, r := range out.Results {
 			got[r.Record.ID]++
+			if gone[r.Record.ID] {
+				fail("retrieve %d: deleted record %s found", retrieves, r.Record.ID)
+			}
+			if r.TextScore == nil {
+				fail("retrieve %d: %s has no text score", retrieves, r.Record.ID)
+			}
+			if math.Abs(*r.TextScore-score) > 1e-12 {
+				fail("retrieve %d: %s scores %v over %d results, want %v", retrieves, r.Record.ID, *r.TextScore, len(out.Results), score)
+			}
 		}
 		for _, id := range want {
 			if got[id] != 1 {
-				close(stop)
-				<-maintDone
-				t.Fatalf("retrieve %d: acked record %s found %d times (%d acked, %d results)", retrieves, id, got[id], len(want), len(out.Results))
+				fail("retrieve %d: acked record %s found %d times (%d acked, %d results)", retrieves, id, got[id], len(want), len(out.Results))
 			}
 		}
 		retrieves++
+		if !writing && merges.Load() > 0 && removed.Load() > 0 && builds.Load() > 0 && indexed() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("after %d retrieves: writer done %t, %d merges, %d fragments compacted away, %d index builds, %v retrieves through the index",
+				retrieves, !writing, merges.Load(), removed.Load(), builds.Load(), indexed())
+		}
 	}
 	close(stop)
-	m := <-maintDone
+	if err := <-maintDone; err != nil {
+		t.Fatal(err)
+	}
 	if werr != nil {
 		t.Fatal(werr)
 	}
-	if m.err != nil {
-		t.Fatal(m.err)
-	}
-	idx := testutil.ToFloat64(tw.srv.cxFTS.searches.WithLabelValues("index"))
-	t.Logf("%d retrieves (%v through the index), %d merges, %d index builds, compactions removing %d fragments", retrieves, idx, m.merges, m.builds, m.removed)
-	if m.merges == 0 || m.removed == 0 || m.builds == 0 || idx == 0 {
-		t.Fatalf("no merge (%d), compaction that removed fragments (%d), index build (%d) or retrieve through the index (%v) ran",
-			m.merges, m.removed, m.builds, idx)
-	}
+	t.Logf("%d retrieves (%v through the index), %d merges, %d index builds, compactions removing %d fragments",
+		retrieves, indexed(), merges.Load(), builds.Load(), removed.Load())
 }
 
 // TestContextTextIndexBesideTheTable: the index lives beside the base table, not in
