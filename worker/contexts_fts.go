@@ -151,11 +151,16 @@ func (c *ftsCache) view(ctx context.Context, base *lance.Dataset) (*ftsView, err
 		v, nsegs, ndvs, err := loadFTSView(ctx, base, prev, segs, dvs)
 		c.mu.Lock()
 		st.loading = nil
-		if err == nil {
+		switch {
+		case err == nil:
 			st.segs, st.dvs = nsegs, ndvs
 			if st.view == nil || v.version >= st.view.version || v.incarnation != st.view.incarnation {
 				st.view = v
 			}
+		case ctx.Err() == nil:
+			// An unreadable index (a corrupt segment, a failed read): the queries of
+			// the next ttl rank exactly instead of reading it again each time.
+			st.view = &ftsView{incarnation: wal.Incarnation(base), version: base.Version(), loaded: time.Now()}
 		}
 		c.mu.Unlock()
 		close(done)
