@@ -68,6 +68,9 @@ type RetrieveResult struct {
 	IndexMillis []float64 `json:"index_ms"`
 	P50Millis   float64   `json:"p50_ms"`
 	P99Millis   float64   `json:"p99_ms"`
+	// CPUMillis is the process's CPU time over the timed retrieves, per retrieve
+	// (client and worker together; steadier than wall time on a busy machine).
+	CPUMillis float64 `json:"cpu_ms_per_retrieve"`
 	// ExactMillis are retrieves of the same store before its full-text index exists
 	// (every row's text scanned per query); FirstMillis the first retrieve through the
 	// index (it loads the segments).
@@ -224,6 +227,7 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (*RetrieveResult, error) {
 		b, _ := json.Marshal(before[i])
 		res.Same = res.Same && bytes.Equal(a, b)
 	}
+	cpu0 := cpuTime()
 	for _, q := range timed {
 		ms, _, err := env.retrieve(ctx, q)
 		if err != nil {
@@ -231,6 +235,7 @@ func Retrieve(ctx context.Context, o RetrieveOptions) (*RetrieveResult, error) {
 		}
 		res.IndexMillis = append(res.IndexMillis, ms)
 	}
+	res.CPUMillis = float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(len(timed))
 	s := sortedCopy(res.IndexMillis)
 	res.P50Millis = Median(s)
 	res.P99Millis = s[min(len(s)-1, int(float64(len(s))*0.99))]

@@ -96,6 +96,32 @@ func has(docs []uint32, d uint32) (int, bool) {
 	return i, i < len(docs) && docs[i] == d
 }
 
+// seek returns the first position at or after from where docs (ascending) holds a
+// document >= d: a galloping search, cheap when d is near from.
+func seek(docs []uint32, from int, d uint32) int {
+	if from >= len(docs) || docs[from] >= d {
+		return from
+	}
+	lo, step := from, 1 // docs[lo] < d
+	hi := lo + step
+	for hi < len(docs) && docs[hi] < d {
+		lo = hi
+		step *= 2
+		hi = lo + step
+	}
+	hi = min(hi, len(docs))
+	// docs[lo] < d; the answer is in (lo, hi].
+	for lo+1 < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if docs[mid] < d {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
 // partQuery is one query's view of a part.
 type partQuery struct {
 	p      *ftsPart
@@ -226,6 +252,7 @@ func rankTextIndexed(ctx context.Context, sn cxView, v *ftsView, bm *ctxstore.BM
 	})
 	for _, q := range qs {
 		seg := q.p.s.seg
+		pos := make([]int, len(terms))
 		for r, slot := range order {
 			// Documents holding a term not walked yet score at most rest.
 			rest := 0.0
@@ -235,13 +262,24 @@ func rankTextIndexed(ctx context.Context, sn cxView, v *ftsView, bm *ctxstore.BM
 			if full, worst := top.Full(), -top.Worst(); full && rest < worst {
 				break
 			}
+			// The walk is by document ascending: each list is searched forward from
+			// where the previous document left it.
+			clear(pos)
+			at := make([]int, len(terms)) // where d is in each list, or -1
 			for _, d := range q.docs[slot] {
 				if !q.live(d) {
 					continue
 				}
+				for s := range terms {
+					pos[s] = seek(q.docs[s], pos[s], d)
+					at[s] = -1
+					if pos[s] < len(q.docs[s]) && q.docs[s][pos[s]] == d {
+						at[s] = pos[s]
+					}
+				}
 				seen := false // scored with an earlier (rarer) term
 				for _, e := range order[:r] {
-					if _, ok := has(q.docs[e], d); ok {
+					if at[e] >= 0 {
 						seen = true
 						break
 					}
@@ -252,7 +290,7 @@ func rankTextIndexed(ctx context.Context, sn cxView, v *ftsView, bm *ctxstore.BM
 				norm := sc.Norm(int(seg.Len[d]))
 				var sum float64
 				for s := range terms {
-					if j, ok := has(q.docs[s], d); ok {
+					if j := at[s]; j >= 0 {
 						sum += sc.Term(s, int(q.tfs[s][j]), norm)
 					}
 				}
