@@ -83,6 +83,14 @@ sealed WAL generations, and times GROUP BY rollout_id with avg(reward) through
 POST /api/v1/experiments/{name}/query, then the same statement in DuckDB over a
 Parquet export of the rows.
 
+Hybrid retrieval (issue 13; a real worker in this process):
+  lancebench retrieve         --fixture DIR --uri COPY [--rows 1000000] [--queries 200] [--exact-queries 5]
+
+retrieve builds (once) a context store of --rows records (~30 words of a Zipf
+vocabulary each, 8-dimensional embeddings), times POST .../retrieve (text and vector)
+before the store has a full-text index, builds the index, and times --queries
+retrieves through it (p50, p99).
+
 Fleet scale (issue 15; simulated data directory, see bench/fleetstore.go):
   lancebench fleet-scan       [--experiments 10000] [--latency 20ms] [--scan-concurrency N] [--rounds 2]
   lancebench fleet-sim        [--experiments 100000] [--hot 100] [--workers 100] [--masters 6] [--latency 20ms]
@@ -171,6 +179,8 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 		failover   = fset.Bool("failover", true, "coord: measure the failover after a SIGKILL of the leader process")
 		endpoints  = fset.String("endpoints", "", "coord-campaign: etcd endpoints")
 		pendRows   = fset.Int("pending-rows", 100_000, "sql-query: rows in sealed WAL generations")
+		rqueries   = fset.Int("queries", 200, "retrieve: timed retrieves through the full-text index")
+		rexact     = fset.Int("exact-queries", 5, "retrieve: timed retrieves before the index exists")
 		latency    = fset.Duration("latency", 20*time.Millisecond, "fleet-scan, fleet-sim: store latency per request")
 		scanConc   = fset.Int("scan-concurrency", 0, "fleet-scan, fleet-sim: SCAN_CONCURRENCY (0: the master's default)")
 		rounds     = fset.Int("rounds", 2, "fleet-scan: scan rounds")
@@ -299,6 +309,8 @@ func Main(ctx context.Context, args []string, stdout io.Writer) error {
 			n = *iters
 		}
 		res, err = SQLQuery(ctx, SQLQueryOptions{Fixture: *fixtureDir, URI: *uri, Rows: int(*rows), PendingRows: *pendRows, Iters: n})
+	case "retrieve":
+		res, err = Retrieve(ctx, RetrieveOptions{Fixture: *fixtureDir, URI: *uri, Rows: int(*rows), Queries: *rqueries, ExactQueries: *rexact})
 	case "fleet-scan":
 		res, err = FleetScan(ctx, FleetScanOptions{Experiments: *exps, Latency: *latency, Concurrency: *scanConc, Rounds: *rounds})
 	case "fleet-sim":

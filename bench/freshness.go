@@ -47,6 +47,8 @@ var sectionCode = map[string][]string{
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#fleet"},
 	"master": {"master", "coord", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/master.go", "bench/cmds.go",
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#master"},
+	"retrieve": {"worker", "ctxstore", "wal", "lance", "objstore", "registry", "api", "bench/retrieve.go", "bench/master.go", "bench/cmds.go",
+		"bench/cmd/lancebench", "go.mod", "bench/run.sh#retrieve"},
 	"kinds": {"worker", "wal", "lance", "objstore", "rollout", "generic", "datagen", "storekind", "registry", "api", "bench/kinds_bench",
 		"tests/interop/bench-worker-peer.mjs", "go.mod", "bench/run.sh#kinds"},
 }

@@ -108,6 +108,8 @@ type Meta struct {
 	SQLNotes []string `json:"sql_notes"`
 	// FleetNotes describe the fleet section (issue 15).
 	FleetNotes []string `json:"fleet_notes"`
+	// RetrieveNotes describe the retrieve section (issue 13's hybrid retrieval).
+	RetrieveNotes []string `json:"retrieve_notes"`
 	// Durations is the wall time of each section of the run.
 	Durations []SectionTime `json:"durations"`
 	// Commit is the commit checked out when the run built its binaries (git rev-parse

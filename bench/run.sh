@@ -38,13 +38,16 @@
 #   sql          issue 14: GROUP BY rollout_id, avg(reward) over 1,000,000 rows (base + WAL)
 #                through POST /api/v1/experiments/{name}/query, and the same statement in
 #                DuckDB over a Parquet export                                (~2 min, fixture reused)
+#   retrieve     issue 13: hybrid retrieve (BM25 text + vector, RRF) over 1,000,000 context
+#                records through the full-text index, p50 and p99; the index build (~5 min,
+#                fixture reused)
 #   fleet        issue 15: stats scan rounds over 10,000 experiments on a store with 20 ms
 #                per request; 6 real masters, 100 workers registered in etcd and 100,000
 #                simulated experiments on an embedded etcd: loop passes against their
 #                intervals, task queue, etcd request rate, memory          (~4 min)
 #
 #   --only LIST     run only these sections (comma-separated, e.g. --only worker,master)
-#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-kinds, --no-sql, --no-fleet: skip one
+#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-kinds, --no-sql, --no-fleet, --no-retrieve: skip one
 #   --maintenance-only    same as --only maintenance
 #   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
 #                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
@@ -74,6 +77,7 @@
 #   --stats-backlog N      _stats versions the maintenance pass removes under the readers (20,000)
 #   --coldstart-versions N _stats versions of the cold-start fixture (170,000)
 #   --sql-rows N           rows of the SQL experiment (1,000,000; a tenth of them pending in the WAL)
+#   --retrieve-rows N      records of the hybrid retrieve store (1,000,000)
 #   --fleet-experiments N  experiments of the fleet simulation (100,000)
 #   --fleet-seconds N      how long the fleet simulation's masters run (150)
 #
@@ -90,12 +94,13 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 export LANCEDB_LOG=error
 
-ALL_SECTIONS="storage format21 maintenance coord worker master kinds sql fleet"
+ALL_SECTIONS="storage format21 maintenance coord worker master kinds sql fleet retrieve"
 ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
 COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000 ADOPT_STORES=1000
 EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=170000
 SQL_ROWS=1000000
+RETRIEVE_ROWS=1000000
 FLEET_EXPERIMENTS=100000 FLEET_SECONDS=150 FLEET_SCAN_EXPERIMENTS=10000
 ONLY="" SKIP="" RESTAMP=0
 declare -A SET=()
@@ -104,7 +109,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) ONLY=${2//,/ }; shift 2 ;;
     --only=*) ONLY=${1#--only=}; ONLY=${ONLY//,/ }; shift ;;
-    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-kinds|--no-sql|--no-fleet) SKIP="$SKIP ${1#--no-}"; shift ;;
+    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-kinds|--no-sql|--no-fleet|--no-retrieve) SKIP="$SKIP ${1#--no-}"; shift ;;
     --maintenance-only) ONLY=maintenance; shift ;;
     --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
@@ -126,6 +131,7 @@ while [ $# -gt 0 ]; do
     --stats-backlog) STATS_BACKLOG=$2; SET[backlog]=1; shift 2 ;;
     --coldstart-versions) COLD_VERSIONS=$2; SET[cold]=1; shift 2 ;;
     --sql-rows) SQL_ROWS=$2; SET[sql]=1; shift 2 ;;
+    --retrieve-rows) RETRIEVE_ROWS=$2; SET[retrieve]=1; shift 2 ;;
     --fleet-experiments) FLEET_EXPERIMENTS=$2; SET[fleet]=1; shift 2 ;;
     --fleet-seconds) FLEET_SECONDS=$2; SET[fleetsecs]=1; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
@@ -158,6 +164,7 @@ if [ "$QUICK" = 1 ]; then
   [ -n "${SET[backlog]:-}" ] || STATS_BACKLOG=2000
   [ -n "${SET[cold]:-}" ] || COLD_VERSIONS=5000
   [ -n "${SET[sql]:-}" ] || SQL_ROWS=50000
+  [ -n "${SET[retrieve]:-}" ] || RETRIEVE_ROWS=50000
   [ -n "${SET[fleet]:-}" ] || FLEET_EXPERIMENTS=5000
   [ -n "${SET[fleetsecs]:-}" ] || FLEET_SECONDS=40
   FLEET_SCAN_EXPERIMENTS=1000
@@ -183,7 +190,7 @@ if [ -z "$SECTIONS" ]; then echo "run.sh: no section left to run" >&2; exit 2; f
 runs() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS" "$COORD_REPS" "$INGEST_SECONDS" \
   "$WORKER_GENS" "$IDLE_STORES" "$ADOPT_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS" "$SQL_ROWS" \
-  "$FLEET_EXPERIMENTS" "$FLEET_SECONDS"; do
+  "$FLEET_EXPERIMENTS" "$FLEET_SECONDS" "$RETRIEVE_ROWS"; do
   case "$v" in ''|*[!0-9]*|0) echo "run.sh: counts must be positive integers" >&2; exit 2 ;; esac
 done
 if [ "$VERSIONS" -lt 100 ]; then echo "run.sh: --versions must be at least 100" >&2; exit 2; fi
@@ -250,6 +257,7 @@ record() {
     elif ($b | startswith("kinds-")) and .mode then "\(.kind) \(.mode): " + (if .read_median_ms then "median read \(.read_median_ms) ms over \(.events) events" else "\(.per_s|floor)/s, p99 \(.latency.p99_ms) ms" end)
     elif .cmd == "fleet-scan" then "rounds \(.seconds|map(.*100|floor/100)) s over \(.experiments) experiments at concurrency \(.concurrency), _stats versions added \(.versions_added)"
     elif .cmd == "fleet-sim" then "\(.loops_over_interval) loop passes over their interval; queue max \(.queue_depth_max), etcd \(.etcd_requests_per_s|floor)/s, RSS peak \(.rss_peak_mib|floor) MiB"
+    elif .cmd == "retrieve-hybrid" then "p50 \(.p50_ms*10|floor/10) ms, p99 \(.p99_ms*10|floor/10) ms over \(.rows) records (scan path before the index \(.exact_p50_ms|floor) ms, index build \(.build_seconds*10|floor/10) s), same answer: \(.same_answer)"
     elif .cmd == "sql-query" then "median \(.median_seconds*1000|floor) ms over \(.rows) rows (DuckDB over Parquet \(.duckdb_parquet_median_seconds*1000|floor) ms), same answer: \(.same_answer)"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
@@ -645,6 +653,21 @@ record fleet-sim 1 gob fleet-sim --experiments "$FLEET_EXPERIMENTS" --hot 100 --
 section_end fleet
 fi # fleet
 
+if runs retrieve; then
+section_start retrieve
+# 13. Hybrid retrieval (issue 13): one context store of RETRIEVE_ROWS records (built once,
+# reused) served by a real worker from a hard-linked copy; a few retrieves before its
+# full-text index exists, the index build, then 200 timed retrieves through the index.
+RETF=$OUT/retrieve-$RETRIEVE_ROWS
+for rep in $(seq 1 "$REPS"); do
+  log "retrieve: hybrid retrieve over $RETRIEVE_ROWS records, repetition $rep/$REPS"
+  rm -rf "$RUN/retrieve" && sync
+  record retrieve-hybrid "$rep" gob retrieve --fixture "$RETF" --uri "$RUN/retrieve" --rows "$RETRIEVE_ROWS" --queries 200 --exact-queries 3
+done
+rm -rf "$RUN/retrieve"
+section_end retrieve
+fi # retrieve
+
 END=$(date +%s)
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 jq -n \
@@ -667,6 +690,7 @@ jq -n \
   --arg coordreps "$COORD_REPS" --arg ingest "$INGEST_SECONDS" --arg gens "$WORKER_GENS" --arg reps_s "$REPS" --arg idlestores "$IDLE_STORES" --arg adoptstores "$ADOPT_STORES" \
   --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
   --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" --arg sqlrows "$SQL_ROWS" \
+  --arg retrows "$RETRIEVE_ROWS" \
   --arg fleetexps "$FLEET_EXPERIMENTS" --arg fleetsecs "$FLEET_SECONDS" --arg fleetscan "$FLEET_SCAN_EXPERIMENTS" \
   --arg load "load average (1/5/15 min) at start $LOAD_START, at end $LOAD_END on $(nproc) cores: the machine is shared, so absolute figures are noisy; interleaving and medians limit, not remove, the noise" \
   '{command: $command, date: $date, host: $host, nproc: $nproc, cpu: $cpu, ram: $ram, kernel: $kernel,
@@ -736,6 +760,11 @@ jq -n \
       "Scan rounds (rows 1; `lancebench fleet-scan`, bench/fleet.go): master.NewScanner over \($fleetscan) experiments with SCAN_CONCURRENCY at the master'"'"'s default and a 30 s observation deadline, 3 rounds; each must observe every experiment, fail none and add exactly one _stats version (counted on the _stats listing). The Go heap is sampled every 100 ms (runtime/metrics) during the rounds.",
       "Simulation (rows 2; `lancebench fleet-sim`): one process runs an embedded etcd (fsync on, as in production), 100 workers (each its own coord client and lease with the production TTL of 30 s, registered with coord.RegisterWorker as `lancectx worker` does; they keep their lease alive and serve no data) and 6 masters (master.New with their own etcd clients, production settings except the loop intervals: stats scan every 120 s instead of 300, merge and compaction sweeps every 30 s instead of 600, cleanup planning every 60 s instead of 3600, so that every loop passes within the run and a pass is held to the shortened interval) over \($fleetexps) experiments, for \($fleetsecs) s after the first master started. Loop passes come from master.Config.OnLoopPass, intervals from master_loop_interval_seconds; a pass still running at the end counts against its interval with the time it had run. Queue depth and oldest age are the masters'"'"' master_task_queue_depth and master_task_queue_oldest_age_seconds (published every 15 s), sampled every second. etcd requests: the embedded server'"'"'s grpc_server_msg_received_total (unary requests plus stream messages such as lease keep-alives), over the run, and over 12 s with only the workers up. Memory: VmRSS and the Go heap of the whole process (etcd, 6 masters with their _stats snapshots, 106 etcd clients, the simulated store holding the registry and every _stats version written), sampled every second.",
       "Not simulated: worker data traffic (appends, merges, WAL generations: no merge_wal task is planned), the admin API under readers, etcd on other machines (loopback here), several etcd members. The machine is shared (see the load average): loop durations include waiting for a core."
+    ],
+    retrieve_notes: [
+      "Retrieve (row 1-3; `lancebench retrieve`, bench/retrieve.go): one context store of \($retrows) records written once through a real worker (4 clients posting 1,000-record batches, merged into the base table by its merges) and kept under bench/out/; each repetition serves a hard-linked copy with a fresh worker.Server (default settings) behind a loopback HTTP server in the same process. Texts: 20 to 40 words (30 on average) drawn with Zipf weights (s 1.1) from a fixed vocabulary of 20,000 synthetic words; embeddings: 8 random normal floats (small on purpose: the vector channel is ranked exactly over the decoded vectors and this benchmark is about the text channel). Queries: 2 or 3 words drawn from the same distribution (so the commonest words, in most records, come up often) and a random vector, limit 10, one client, back to back; timed end to end (request sent, JSON answer decoded).",
+      "Index (row 4): fts.Build over the whole base table, what the master'"'"'s index task runs (ctxstore/fts: segments of postings with per-document lengths and states beside the table under _lancectx/fts/). A fresh worker then serves the timed retrieves: the first one loads the index (reported apart), 200 are timed. The retrieves timed before the index exists are asked again through it: their answers (ids, fused, vector and text scores) must be byte-identical.",
+      "\($reps_s) repetitions, medians reported. Sizes: \($sizes)."
     ],
     sections: $sections}' >"$RUN/meta.json"
 

@@ -76,7 +76,7 @@ func sections() []section {
 	return []section{
 		{name: "storage", issue: "2", title: "Storage layer vs LanceDB (issue 2)",
 			owns: func(r Result) bool {
-				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isKinds(r) && !isSQL(r) && !isFleet(r)
+				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isKinds(r) && !isSQL(r) && !isFleet(r) && !isRetrieve(r)
 			}, render: renderStorage},
 		{name: "format21", issue: "11", title: "Lance 2.1 and adoption vs LanceDB (issue 11)", owns: isFormat21, render: format21Report},
 		{name: "maintenance", issue: "3", title: "Maintenance (issue 3)", owns: isMaint, render: maintReport},
@@ -86,6 +86,7 @@ func sections() []section {
 		{name: "kinds", issue: "12", title: "Generic and datagen stores (issue 12)", owns: isKinds, render: kindsReport},
 		{name: "sql", issue: "14", title: "SQL over an experiment (issue 14)", owns: isSQL, render: sqlReport},
 		{name: "fleet", issue: "15", title: "Fleet scale (issue 15)", owns: isFleet, render: fleetReport},
+		{name: "retrieve", issue: "13", title: "Hybrid retrieval of context stores (issue 13)", owns: isRetrieve, render: retrieveReport},
 	}
 }
 
@@ -163,6 +164,7 @@ var catalogue = []target{
 	{"12.4", "same: p99 ack latency", "<= 50 ms"},
 	{"12.5", "datagen: fold one item of 10,000 events", "<= 50 ms"},
 	{"12.6", "datagen: overview over 1,000,000 events", "<= 1 s"},
+	{"13.7", "hybrid retrieve (BM25 text + vector, RRF) over 1M records: p50", "<= 50 ms"},
 	{"14.1", "GROUP BY rollout_id with avg(reward) over 1M rows (base + WAL) through the query route", "<= 1 s"},
 	{"14.2", "same statement, DuckDB over a Parquet export: the query route's time / DuckDB's", "info (the physical reference)"},
 	{"15.1", "stats scan round over 10,000 experiments on a store with 20 ms per request, default SCAN_CONCURRENCY", "<= 10 s"},

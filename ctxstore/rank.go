@@ -244,28 +244,91 @@ func (b *BM25) Add(id, text string) {
 	}
 }
 
+// Terms returns the query's distinct terms, by slot (the index of a term's df and tf).
+func (b *BM25) Terms() []string {
+	out := make([]string, len(b.qcount))
+	for t, slot := range b.terms {
+		out[slot] = t
+	}
+	return out
+}
+
+// AddCounted adds to the corpus statistics documents counted elsewhere (by a
+// full-text index): n documents of totalLen terms in all, df[slot] of which hold the
+// query's term of that slot. Their scores come from Scorer, once every document of the
+// corpus is counted.
+func (b *BM25) AddCounted(n int, totalLen int64, df []int) {
+	b.n += n
+	b.totalLen += totalLen
+	for i := range b.df {
+		b.df[i] += df[i]
+	}
+}
+
+// BM25Scorer scores documents once the corpus statistics are complete. Scores and an
+// index both score through it, term by term in slot order, so a document gets the same
+// float64 whichever path counted it.
+type BM25Scorer struct {
+	avg    float64
+	idf    []float64
+	qcount []int
+}
+
+// Scorer returns the scorer of the corpus counted so far (every Add and AddCounted
+// must be done).
+func (b *BM25) Scorer() BM25Scorer {
+	s := BM25Scorer{qcount: b.qcount, idf: make([]float64, len(b.df))}
+	if b.n > 0 {
+		s.avg = float64(b.totalLen) / float64(b.n)
+	}
+	for i, df := range b.df {
+		s.idf[i] = math.Log(1 + (float64(b.n)-float64(df)+0.5)/(float64(df)+0.5))
+	}
+	return s
+}
+
+// Norm is the length normalisation of a document of docLen terms.
+func (s BM25Scorer) Norm(docLen int) float64 {
+	return BM25K1 * (1 - BM25B + BM25B*float64(docLen)/s.avg)
+}
+
+// Term is the contribution of the query term of slot, found tf times (tf ≥ 1) in a
+// document of normalisation norm. A document's score is the sum of its terms'
+// contributions added in slot order, from 0.
+func (s BM25Scorer) Term(slot, tf int, norm float64) float64 {
+	f := float64(tf)
+	return float64(s.qcount[slot]) * s.idf[slot] * f * (BM25K1 + 1) / (f + norm)
+}
+
+// Push offers the matching documents Add counted to top, each with its score negated
+// (TopK keeps the smallest): with an index's documents pushed to the same TopK, it
+// ranks the whole corpus.
+func (b *BM25) Push(sc BM25Scorer, top *TopK) {
+	for _, d := range b.docs {
+		top.Push(d.id, -sc.score(d))
+	}
+}
+
+func (s BM25Scorer) score(d bm25Doc) float64 {
+	var sum float64
+	norm := s.Norm(d.len)
+	for i, tf := range d.tf {
+		if tf != 0 {
+			sum += s.Term(i, tf, norm)
+		}
+	}
+	return sum
+}
+
 // Scores returns the matching documents, best first (ties: smaller id first).
 func (b *BM25) Scores() []Candidate {
 	if b.n == 0 || len(b.docs) == 0 {
 		return nil
 	}
-	avg := float64(b.totalLen) / float64(b.n)
-	idf := make([]float64, len(b.df))
-	for i, df := range b.df {
-		idf[i] = math.Log(1 + (float64(b.n)-float64(df)+0.5)/(float64(df)+0.5))
-	}
+	sc := b.Scorer()
 	out := make([]Candidate, 0, len(b.docs))
 	for _, d := range b.docs {
-		var s float64
-		norm := BM25K1 * (1 - BM25B + BM25B*float64(d.len)/avg)
-		for i, tf := range d.tf {
-			if tf == 0 {
-				continue
-			}
-			f := float64(tf)
-			s += float64(b.qcount[i]) * idf[i] * f * (BM25K1 + 1) / (f + norm)
-		}
-		out = append(out, Candidate{ID: d.id, Score: s})
+		out = append(out, Candidate{ID: d.id, Score: sc.score(d)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Score != out[j].Score {
@@ -313,3 +376,6 @@ func FuseRRF(lists ...[]string) []Fused {
 	})
 	return out
 }
+
+// Full reports whether the TopK holds k candidates (then Worst is a real bound).
+func (t *TopK) Full() bool { return len(t.h) >= t.k }

@@ -158,6 +158,7 @@ func (m *Master) indexSweep(ctx context.Context) error {
 			if err == nil {
 				c, err = coverageOf(ds)
 			}
+			textDue := err == nil && m.textIndexDueQuiet(octx, ds)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -167,7 +168,7 @@ func (m *Master) indexSweep(ctx context.Context) error {
 				}
 				return nil // one unreadable store must not hide the others
 			}
-			if ok, _ := m.set.indexDue(c); ok {
+			if ok, _ := m.set.indexDue(c); ok || textDue {
 				dues = append(dues, due{target: storekind.Context.Target(r.Name), rows: c.Rows})
 			}
 			return nil

@@ -337,6 +337,7 @@ func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (st
 			detail, err = m.runCompact(ctx, kind, name, rep)
 		case KindIndex:
 			detail, err = m.runIndex(ctx, kind, entry)
+			detail, err = m.withTextIndex(ctx, kind, entry, detail, err)
 		default:
 			detail, err = m.runCleanup(ctx, kind, entry)
 		}

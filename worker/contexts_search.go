@@ -363,13 +363,12 @@ func (s *Server) handleContextRetrieve(w http.ResponseWriter, r *http.Request) {
 		}
 		texts := map[string]float64{}
 		if bm != nil && !bm.Empty() {
-			if err := textCorpus(ctx, sn, f, bm); err != nil {
+			// A fresh corpus per attempt: a read retried on a newer snapshot counts again.
+			best, err := s.rankText(ctx, sn, ctxstore.NewBM25(*req.Text), f, depth)
+			if err != nil {
 				return err
 			}
-			for i, c := range bm.Scores() {
-				if i == depth {
-					break
-				}
+			for _, c := range best {
 				textList = append(textList, c.ID)
 				texts[c.ID] = c.Score
 			}

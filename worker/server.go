@@ -35,6 +35,7 @@ type Server struct {
 	walMet   *wal.Metrics
 	keyCache *lance.KeyCache // nil when Config.KeyCacheBytes < 0
 	cxVecs   *vecCache       // decoded base vectors of exact context searches (contexts_veccache.go)
+	cxFTS    *ftsCache       // loaded full-text indexes of context stores (contexts_fts.go)
 	met      *metrics
 	// rollouts and generics are the store kinds; kinds lists both.
 	rollouts *storeKind
@@ -83,6 +84,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.keyCache = lance.NewKeyCache(cfg.KeyCacheBytes)
 	}
 	s.cxVecs = newVecCache(cfg.ContextVectorCacheBytes)
+	s.cxFTS = newFTSCache(cfg.Registerer)
 	s.loops = loophealth.New(loophealth.Options{Subsystem: "worker", Registerer: cfg.Registerer, Now: cfg.Now})
 	for _, l := range []string{loopMerge, loopSeal} {
 		s.loops.Add(l, cfg.MergeInterval, 0).SetActive(true)
