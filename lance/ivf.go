@@ -192,7 +192,7 @@ func readVectors(ctx context.Context, d *Dataset, column string, dim int, frags 
 	}
 	var ids []uint64
 	var vecs []float32
-	err := scanVectors(ctx, d, column, dim, frags, func(id uint64, v []float32) {
+	err := scanVectors(ctx, d, column, dim, frags, "", func(id uint64, v []float32) {
 		ids = append(ids, id)
 		n := len(vecs)
 		vecs = append(vecs, v...)
@@ -204,12 +204,13 @@ func readVectors(ctx context.Context, d *Dataset, column string, dim int, frags 
 }
 
 // scanVectors calls fn with every live non-null vector of column in frags (nil: all)
-// and its row id. v is only valid during the call.
-func scanVectors(ctx context.Context, d *Dataset, column string, dim int, frags []uint64, fn func(id uint64, v []float32)) error {
+// that passes filter (a SQL predicate; empty: every row) and its row id. v is only
+// valid during the call.
+func scanVectors(ctx context.Context, d *Dataset, column string, dim int, frags []uint64, filter string, fn func(id uint64, v []float32)) error {
 	if frags != nil && len(frags) == 0 {
 		return nil
 	}
-	sc, err := d.Scan(ctx, ScanOptions{Columns: []string{column, RowIDColumn}, Fragments: frags})
+	sc, err := d.Scan(ctx, ScanOptions{Columns: []string{column, RowIDColumn}, Fragments: frags, Filter: filter})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/ctxstore"
@@ -26,7 +27,13 @@ import (
 // candidate whose id it meets is dropped; (2) the filter applies before ranking: a
 // search with equality filters ranks every row exactly (the filter is pushed into the
 // scan), and the state checks (tombstones, expiry, retirement) are made on the index's
-// candidates, which are taken from the table; (3) distances are the store's metric
+// candidates, which are taken from the table; with equality filters the index search is
+// prefiltered: lance evaluates the filter's SQL over the covered fragments to the set of
+// passing row ids and ranks only those in the probed partitions, probing more partitions
+// when too few pass (VectorSearchOptions.Filter), and the exact scan of the rest ranks
+// only rows that pass the equalities (it reads every row, unfiltered, to see shadowing
+// rows: a WAL row that no longer passes still hides the base row of its id); (3)
+// distances are the store's metric
 // (ctxstore.DistanceFor), recomputed on each candidate's stored vector. When too few of
 // the index's candidates survive (1) and (2) to fill the k best, the index is asked
 // for more, and past indexMaxCandidates the search is exact.
@@ -52,9 +59,9 @@ func (e exactSource) rank(ctx context.Context, sn cxView, q []float32, f ctxstor
 	return e.scan(ctx, sn, wal.ScanOptions{Filter: f.SQL()}, q, f, nil, top)
 }
 
-// rankRest ranks the live rows outside the base fragments skip, and marks in seen the
-// ids of watch it meets, live or not (tombstones included: no filter is pushed down,
-// so every newer row of an id is met). f must have no equality filters.
+// rankRest ranks the live rows outside the base fragments skip that pass f's equality
+// filters, and marks in seen the ids of watch it meets, live and passing or not
+// (tombstones included: no filter is pushed down, so every newer row of an id is met).
 func (e exactSource) rankRest(ctx context.Context, sn cxView, q []float32, f ctxstore.Filter, skip []uint64,
 	watch, seen map[string]bool, top *ctxstore.TopK) error {
 	return e.scan(ctx, sn, wal.ScanOptions{SkipFragments: skip}, q, f, func(id string) {
@@ -67,6 +74,7 @@ func (e exactSource) rankRest(ctx context.Context, sn cxView, q []float32, f ctx
 func (e exactSource) scan(ctx context.Context, sn cxView, opts wal.ScanOptions, q []float32, f ctxstore.Filter,
 	meet func(id string), top *ctxstore.TopK) error {
 	opts.Columns = append([]string{ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
+	opts.Columns = appendEqColumns(opts.Columns, f)
 	rdr, err := sn.Scan(ctx, opts)
 	if err != nil {
 		return err
@@ -79,13 +87,34 @@ func (e exactSource) scan(ctx context.Context, sn cxView, opts wal.ScanOptions, 
 				meet(rows.String(ctxstore.ColID, i))
 			}
 			v := rows.Embedding(i)
-			if v == nil || !f.Live(rows, i) {
+			if v == nil || !f.Live(rows, i) || !passesEq(rows, i, f) {
 				continue
 			}
 			top.Push(rows.String(ctxstore.ColID, i), float64(e.dist(q, v)))
 		}
 	}
 	return rdr.Err()
+}
+
+// appendEqColumns adds to cols the columns of f's equality filters it lacks.
+func appendEqColumns(cols []string, f ctxstore.Filter) []string {
+	for _, e := range f.Eq {
+		if !slices.Contains(cols, e.Column) {
+			cols = append(cols, e.Column)
+		}
+	}
+	return cols
+}
+
+// passesEq reports whether row i passes f's equality filters (the predicate f.SQL()
+// pushes into scans, checked on rows read without it).
+func passesEq(rows *ctxstore.Rows, i int, f ctxstore.Filter) bool {
+	for _, e := range f.Eq {
+		if v := rows.Str(e.Column, i); v == nil || *v != e.Value {
+			return false
+		}
+	}
+	return true
 }
 
 // indexCandidates is what the index gave one search.
@@ -108,17 +137,22 @@ type indexSource struct {
 	metric string
 }
 
-// candidates asks the index of base for at least k candidates that pass f's state
-// checks (f has no equality filters). It returns nil when base has no index usable in
-// the store's metric, or when more than indexMaxCandidates would be needed.
+// candidates asks the index of base for at least k candidates that pass f (its
+// equalities prefiltered in the index search, its state checks on the rows taken). It
+// returns nil when base has no index usable in the store's metric, or when more than
+// indexMaxCandidates would be needed.
 func (s indexSource) candidates(ctx context.Context, base *lance.Dataset, q []float32, f ctxstore.Filter, k int) (*indexCandidates, error) {
 	cols := append([]string{lance.RowIDColumn, ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
+	var filter string
+	if len(f.Eq) > 0 {
+		filter = f.SQL()
+	}
 	for want := k + k/2 + 8; ; want *= 4 {
 		if want > indexMaxCandidates {
 			return nil, nil
 		}
 		res, err := base.VectorSearch(ctx, ctxstore.ColEmbedding, q, want, lance.VectorSearchOptions{
-			Metric: s.metric, NProbes: contextSearchNProbes, IndexedOnly: true})
+			Metric: s.metric, NProbes: contextSearchNProbes, IndexedOnly: true, Filter: filter})
 		if err != nil {
 			return nil, err
 		}
@@ -160,16 +194,15 @@ func (s indexSource) candidates(ctx context.Context, base *lance.Dataset, q []fl
 func (s *Server) rankVectors(ctx context.Context, h *handle, sn cxView, q []float32, f ctxstore.Filter, k int) (*ctxstore.TopK, error) {
 	exact := exactSource{dist: h.cx.dist}
 	top := ctxstore.NewTopK(k)
-	if len(f.Eq) > 0 {
-		s.met.contextSearches.WithLabelValues("exact").Inc()
-		return top, exact.rank(ctx, sn, q, f, top)
-	}
 	ix, err := indexSource{dist: h.cx.dist, metric: h.cx.opts.DistanceMetric}.candidates(ctx, sn.Base(), q, f, k)
 	if err != nil {
 		return nil, err
 	}
 	if ix == nil {
 		s.met.contextSearches.WithLabelValues("exact").Inc()
+		if len(f.Eq) > 0 {
+			return top, exact.rank(ctx, sn, q, f, top) // the filter pushed into the scan
+		}
 		b, err := s.cxVecs.get(ctx, h.cx, sn.Base())
 		if err != nil {
 			return nil, err
