@@ -43,6 +43,11 @@ type VectorSearchOptions struct {
 	// more of its partitions are probed, nearest first, until k are found or every
 	// partition was. Unindexed fragments are scanned with the filter pushed down.
 	Filter string
+	// WithVectors returns each hit's vector (VectorHit.Vector): the index's copy for rows
+	// found through it (an IVF_FLAT index keeps vectors whole; normalized when its metric
+	// is cosine), the scanned one otherwise. A caller that needs the vectors of the hits
+	// saves reading them again, one page per row, from the data files.
+	WithVectors bool
 }
 
 // VectorHit is one search result: the row id (what _rowid reports; Take accepts it) and
@@ -50,6 +55,8 @@ type VectorSearchOptions struct {
 type VectorHit struct {
 	RowID    uint64  `json:"row_id"`
 	Distance float32 `json:"distance"`
+	// Vector is set with VectorSearchOptions.WithVectors.
+	Vector []float32 `json:"-"`
 }
 
 // VectorSearchResult is the answer of VectorSearch.
@@ -193,7 +200,11 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 					}
 					if ok {
 						found++
-						top.add(VectorHit{RowID: id, Distance: dist})
+						h := VectorHit{RowID: id, Distance: dist}
+						if opts.WithVectors {
+							h.Vector = slices.Clone(vecs[i*dim : (i+1)*dim])
+						}
+						top.add(h)
 					}
 				}
 			}
@@ -217,7 +228,11 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 	err = scanVectors(ctx, d, column, dim, unindexed, opts.Filter, func(id uint64, v []float32) {
 		res.Candidates++
 		if dist := metric.Distance(q, v); top.admits(dist, id) {
-			top.add(VectorHit{RowID: id, Distance: dist})
+			h := VectorHit{RowID: id, Distance: dist}
+			if opts.WithVectors {
+				h.Vector = slices.Clone(v)
+			}
+			top.add(h)
 		}
 	})
 	if err != nil {

@@ -149,6 +149,11 @@ func TestContextSearchPrefiltered(t *testing.T) {
 				if _, ok := live[r.Record.ID]; !ok {
 					t.Fatalf("%s query %d: the deleted record %s returned", run, i, r.Record.ID)
 				}
+				// The answer's embedding is the stored one (taken from the index for
+				// indexed rows, not read again).
+				if !slices.Equal(r.Record.Embedding, live[r.Record.ID]) {
+					t.Fatalf("%s query %d: %s has embedding %v, stored %v", run, i, r.Record.ID, r.Record.Embedding, live[r.Record.ID])
+				}
 			}
 			want := exactTopK(keep, dist, q, lim)
 			if run == "rare" && fmt.Sprint(sortedStrings(got)) != fmt.Sprint(sortedStrings(want)) {

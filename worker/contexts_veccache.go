@@ -226,8 +226,10 @@ func (c *vecCache) load(ctx context.Context, cx *cxState, base *lance.Dataset) (
 // rankCached ranks the live rows of sn that f keeps (no equality filters) with the
 // base rows from b: the pending generations and the memtable are scanned (every row,
 // so that each id they rewrite is known), then every cached base row they do not
-// shadow is ranked.
-func (e exactSource) rankCached(ctx context.Context, sn cxView, b *baseVectors, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error {
+// shadow is ranked. pos (when not nil) receives the cache position of every base row
+// pushed into top, so that the answer takes its vector from the cache.
+func (e exactSource) rankCached(ctx context.Context, sn cxView, b *baseVectors, q []float32, f ctxstore.Filter, top *ctxstore.TopK,
+	pos map[string]int) error {
 	shadow := map[string]bool{}
 	if _, pinned := sn.(pinnedView); !pinned {
 		err := e.scan(ctx, sn, wal.ScanOptions{SkipBase: true}, q, f, func(id string) { shadow[id] = true }, top)
@@ -243,6 +245,9 @@ func (e exactSource) rankCached(ctx context.Context, sn cxView, b *baseVectors, 
 		}
 		if d := float64(e.dist(q, b.vecs[i*dim:(i+1)*dim])); d <= top.Worst() {
 			top.Push(id, d) // ties at the worst go by id, in Push
+			if pos != nil {
+				pos[id] = i
+			}
 		}
 	}
 	return nil

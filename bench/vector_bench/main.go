@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -77,13 +78,28 @@ func main() {
 	flag.IntVar(&o.queries, "queries", 100, "fixture: query vectors")
 	flag.IntVar(&o.clusters, "clusters", 0, "fixture: clusters (0: rows/1000, at least 100)")
 	flag.Uint64Var(&o.seed, "seed", 13, "fixture: PRNG seed")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if o.dir == "" {
 		fail(fmt.Errorf("-dir is required"))
 	}
+	abs, err := filepath.Abs(o.dir)
+	if err != nil {
+		fail(err)
+	}
+	o.dir = abs
 	ctx := context.Background()
 	var res any
-	var err error
 	switch o.mode {
 	case "fixture":
 		res, err = fixture(ctx, o)
@@ -100,9 +116,11 @@ func main() {
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		fail(err)
 	}
+	pprof.StopCPUProfile()
 }
 
 func fail(err error) {
+	pprof.StopCPUProfile()
 	fmt.Fprintln(os.Stderr, "vector_bench:", err)
 	os.Exit(1)
 }
