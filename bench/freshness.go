@@ -43,6 +43,8 @@ var sectionCode = map[string][]string{
 		"go.mod", "bench/run.sh#worker"},
 	"sql": {"sqlquery", "master", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/sql.go", "bench/master.go", "bench/cmds.go",
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#sql"},
+	"vector": {"worker", "wal", "lance", "ctxstore", "objstore", "registry", "api", "bench/vector_bench", "tests/interop/bench-vector-peer.mjs",
+		"go.mod", "bench/run.sh#vector"},
 	"fleet": {"master", "coord", "wal", "lance", "objstore", "registry", "rollout", "storekind", "bench/fleet.go", "bench/fleetstore.go", "bench/master.go", "bench/cmds.go",
 		"bench/cmd/lancebench", "go.mod", "bench/run.sh#fleet"},
 	"master": {"master", "coord", "wal", "lance", "objstore", "rollout", "registry", "api", "bench/master.go", "bench/cmds.go",

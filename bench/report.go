@@ -106,6 +106,8 @@ type Meta struct {
 	KindsNotes []string `json:"kinds_notes"`
 	// SQLNotes describe the sql section (issue 14).
 	SQLNotes []string `json:"sql_notes"`
+	// VectorNotes describe the vector section (issue 13).
+	VectorNotes []string `json:"vector_notes"`
 	// FleetNotes describe the fleet section (issue 15).
 	FleetNotes []string `json:"fleet_notes"`
 	// RetrieveNotes describe the retrieve section (issue 13's hybrid retrieval).

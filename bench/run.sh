@@ -45,9 +45,13 @@
 #                per request; 6 real masters, 100 workers registered in etcd and 100,000
 #                simulated experiments on an embedded etcd: loop passes against their
 #                intervals, task queue, etcd request rate, memory          (~4 min)
+#   vector       issue 13: exact context search over 100,000 x 768 vectors vs LanceDB's exact
+#                search; an IVF_FLAT index over --vector-rows x 768 (recall@10, queries/s against
+#                exact, build time and memory) vs LanceDB's IVF_PQ at equal recall (~25 min at
+#                200,000 rows; LanceDB's index build dominates)
 #
 #   --only LIST     run only these sections (comma-separated, e.g. --only worker,master)
-#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-kinds, --no-sql, --no-fleet, --no-retrieve: skip one
+#   --no-storage, --no-format21, --no-maintenance, --no-coord, --no-worker, --no-master, --no-kinds, --no-sql, --no-fleet, --no-retrieve, --no-vector: skip one
 #   --maintenance-only    same as --only maintenance
 #   --quick         smoke run at small sizes (50,000 rows, 1 repetition, 20 opens, 1,000
 #                   versions, 2,000-version history, 1,000 fragments, 3 s ingest, 200
@@ -80,6 +84,8 @@
 #   --retrieve-rows N      records of the hybrid retrieve store (1,000,000)
 #   --fleet-experiments N  experiments of the fleet simulation (100,000)
 #   --fleet-seconds N      how long the fleet simulation's masters run (150)
+#   --vector-rows N        vectors of the indexed store of the vector section (1,000,000; the
+#                          exact comparison with LanceDB always uses the first 100,000)
 #
 # Needs Go, node 20 and `npm ci --prefix tests/interop`, and jq. Fixtures (version
 # histories, the 10,000-experiment data directory, the 170,000-version _stats) are built
@@ -94,7 +100,7 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 export LANCEDB_LOG=error
 
-ALL_SECTIONS="storage format21 maintenance coord worker master kinds sql fleet retrieve"
+ALL_SECTIONS="storage format21 maintenance coord worker master kinds sql fleet retrieve vector"
 ROWS=1000000 REPS=3 OPEN_ITERS=100 VERSIONS=10000 REPORT=1 QUICK=0
 HISTORY_VERSIONS=68000 COMPACT_FRAGMENTS=10000
 COORD_REPS=5 INGEST_SECONDS=10 WORKER_GENS=1000 IDLE_STORES=2000 ADOPT_STORES=1000
@@ -102,6 +108,7 @@ EXPERIMENTS=10000 READERS=50 LIST_SECONDS=5 STATS_BACKLOG=20000 COLD_VERSIONS=17
 SQL_ROWS=1000000
 RETRIEVE_ROWS=1000000
 FLEET_EXPERIMENTS=100000 FLEET_SECONDS=150 FLEET_SCAN_EXPERIMENTS=10000
+VECTOR_ROWS=1000000
 ONLY="" SKIP="" RESTAMP=0
 declare -A SET=()
 ARGS="$*"
@@ -109,7 +116,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) ONLY=${2//,/ }; shift 2 ;;
     --only=*) ONLY=${1#--only=}; ONLY=${ONLY//,/ }; shift ;;
-    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-kinds|--no-sql|--no-fleet|--no-retrieve) SKIP="$SKIP ${1#--no-}"; shift ;;
+    --no-storage|--no-format21|--no-maintenance|--no-coord|--no-worker|--no-master|--no-kinds|--no-sql|--no-fleet|--no-retrieve|--no-vector) SKIP="$SKIP ${1#--no-}"; shift ;;
     --maintenance-only) ONLY=maintenance; shift ;;
     --quick) QUICK=1 REPORT=0; shift ;;
     --no-report) REPORT=0; shift ;;
@@ -134,6 +141,7 @@ while [ $# -gt 0 ]; do
     --retrieve-rows) RETRIEVE_ROWS=$2; SET[retrieve]=1; shift 2 ;;
     --fleet-experiments) FLEET_EXPERIMENTS=$2; SET[fleet]=1; shift 2 ;;
     --fleet-seconds) FLEET_SECONDS=$2; SET[fleetsecs]=1; shift 2 ;;
+    --vector-rows) VECTOR_ROWS=$2; SET[vector]=1; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -168,6 +176,7 @@ if [ "$QUICK" = 1 ]; then
   [ -n "${SET[fleet]:-}" ] || FLEET_EXPERIMENTS=5000
   [ -n "${SET[fleetsecs]:-}" ] || FLEET_SECONDS=40
   FLEET_SCAN_EXPERIMENTS=1000
+  [ -n "${SET[vector]:-}" ] || VECTOR_ROWS=20000
 fi
 if [ "$QUICK" = 1 ]; then
   SIZES_NOTE="reduced (--quick), not the issues' sizes"
@@ -190,7 +199,7 @@ if [ -z "$SECTIONS" ]; then echo "run.sh: no section left to run" >&2; exit 2; f
 runs() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 for v in "$ROWS" "$REPS" "$OPEN_ITERS" "$VERSIONS" "$HISTORY_VERSIONS" "$COMPACT_FRAGMENTS" "$COORD_REPS" "$INGEST_SECONDS" \
   "$WORKER_GENS" "$IDLE_STORES" "$ADOPT_STORES" "$EXPERIMENTS" "$READERS" "$LIST_SECONDS" "$STATS_BACKLOG" "$COLD_VERSIONS" "$SQL_ROWS" \
-  "$FLEET_EXPERIMENTS" "$FLEET_SECONDS" "$RETRIEVE_ROWS"; do
+  "$FLEET_EXPERIMENTS" "$FLEET_SECONDS" "$RETRIEVE_ROWS" "$VECTOR_ROWS"; do
   case "$v" in ''|*[!0-9]*|0) echo "run.sh: counts must be positive integers" >&2; exit 2 ;; esac
 done
 if [ "$VERSIONS" -lt 100 ]; then echo "run.sh: --versions must be at least 100" >&2; exit 2; fi
@@ -258,6 +267,7 @@ record() {
     elif .cmd == "fleet-scan" then "rounds \(.seconds|map(.*100|floor/100)) s over \(.experiments) experiments at concurrency \(.concurrency), _stats versions added \(.versions_added)"
     elif .cmd == "fleet-sim" then "\(.loops_over_interval) loop passes over their interval; queue max \(.queue_depth_max), etcd \(.etcd_requests_per_s|floor)/s, RSS peak \(.rss_peak_mib|floor) MiB"
     elif .cmd == "retrieve-hybrid" then "p50 \(.p50_ms*10|floor/10) ms, p99 \(.p99_ms*10|floor/10) ms over \(.rows) records (scan path before the index \(.exact_p50_ms|floor) ms, index build \(.build_seconds*10|floor/10) s), same answer: \(.same_answer)"
+    elif (.cmd // "" | startswith("vector-")) then "\(.queries_per_s // 0 | floor) q/s" + (if .recall_at_10 then ", recall@10 \(.recall_at_10)" else "" end) + (if .build_seconds then ", build \(.build_seconds|floor) s" elif .cmd == "vector-index" then "build \(.seconds|floor) s, peak RSS \(.peak_rss_bytes/1048576|floor) MiB" else "" end) + (if .configs then ", " + ([.configs[] | "np\(.nprobes)/rf\(.refine_factor): \(.recall_at_10) at \(.queries_per_s|floor) q/s"] | join("; ")) else "" end)
     elif .cmd == "sql-query" then "median \(.median_seconds*1000|floor) ms over \(.rows) rows (DuckDB over Parquet \(.duckdb_parquet_median_seconds*1000|floor) ms), same answer: \(.same_answer)"
     elif .rows_per_s then "\(.rows_per_s|floor) rows/s, \(.seconds*1000|floor) ms" elif .median_ms then "median \(.median_ms*1000|floor/1000) ms" else "" end)' >&2
 }
@@ -667,6 +677,45 @@ done
 rm -rf "$RUN/retrieve"
 section_end retrieve
 fi # retrieve
+if runs vector; then
+section_start vector
+# 13. Vector search of context stores (issue 13): bench/vector_bench builds (once, under
+# bench/out/) a worker data directory with two l2 context stores of clustered 768-d
+# vectors, "exact" (100,000 rows) and "ann" (VECTOR_ROWS rows), and every measurement
+# runs on a hard-linked copy: exact searches against LanceDB's (alternating), the exact
+# answers of the ann store (ground truth), LanceDB's IVF_PQ on its own copy with a
+# sweep of nprobes and refine factors, our IVF_FLAT build, searches through it.
+VB=$OUT/vector_bench
+go build -o "$VB" ./bench/vector_bench
+vbench() { "$VB" "$@"; }
+vpeer() { node tests/interop/bench-vector-peer.mjs "$@"; }
+VECF=$OUT/vector-$VECTOR_ROWS
+VEC=$RUN/vec
+log "vector: fixture of $VECTOR_ROWS x 768 (reused when built)"
+record vector-fixture 1 vbench -mode fixture -dir "$VECF" -rows "$VECTOR_ROWS" -exact-rows 100000 -queries 100
+for rep in $(seq 1 "$REPS"); do
+  log "vector: exact search over the exact store, lancectx and LanceDB, repetition $rep/$REPS"
+  rm -rf "$VEC" && cp -al "$VECF" "$VEC" && sync
+  alternate vector-exact "$rep" vbench -mode exact -dir "$VEC" -store exact -- \
+    vpeer exact --uri "$VEC/exact.context.lance" --queries "$VECF/queries.json"
+done
+rm -rf "$VEC" && cp -al "$VECF" "$VEC" && sync
+log "vector: exact search over the $VECTOR_ROWS-row store (the ground truth)"
+record vector-exact-ann 1 vbench -mode exact -dir "$VEC" -store ann -truth "$RUN/vec-truth.json"
+log "vector: LanceDB IVF_PQ on its own copy, then its nprobes/refine sweep"
+rm -rf "$RUN/vecl" && mkdir -p "$RUN/vecl" && cp -al "$VEC/ann.context.lance" "$RUN/vecl/"
+record vector-ivfpq 1 vpeer ivfpq --uri "$RUN/vecl/ann.context.lance" --queries "$VECF/queries.json" --truth "$RUN/vec-truth.json" \
+  --configs 20:0,20:10,20:50,40:50,20:100,40:100,80:100,40:200
+rm -rf "$RUN/vecl"
+log "vector: IVF_FLAT build"
+record vector-index 1 vbench -mode index -dir "$VEC"
+for rep in $(seq 1 "$REPS"); do
+  log "vector: searches through the index, repetition $rep/$REPS"
+  record vector-indexed "$rep" vbench -mode indexed -dir "$VEC" -truth "$RUN/vec-truth.json"
+done
+rm -rf "$VEC"
+section_end vector
+fi # vector
 
 END=$(date +%s)
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -691,6 +740,7 @@ jq -n \
   --arg exps "$EXPERIMENTS" --arg readers "$READERS" --arg listsecs "$LIST_SECONDS" --arg backlog "$STATS_BACKLOG" \
   --arg coldv "$COLD_VERSIONS" --arg sizes "$SIZES_NOTE" --arg sqlrows "$SQL_ROWS" \
   --arg retrows "$RETRIEVE_ROWS" \
+  --arg vecrows "$VECTOR_ROWS" \
   --arg fleetexps "$FLEET_EXPERIMENTS" --arg fleetsecs "$FLEET_SECONDS" --arg fleetscan "$FLEET_SCAN_EXPERIMENTS" \
   --arg load "load average (1/5/15 min) at start $LOAD_START, at end $LOAD_END on $(nproc) cores: the machine is shared, so absolute figures are noisy; interleaving and medians limit, not remove, the noise" \
   '{command: $command, date: $date, host: $host, nproc: $nproc, cpu: $cpu, ram: $ram, kernel: $kernel,
@@ -754,6 +804,13 @@ jq -n \
     sql_notes: [
       "Query (row 1; `lancebench sql-query`, bench/sql.go): one rollout experiment of \($sqlrows) rows (rollouts of 100 steps), a tenth of them in sealed WAL generations of 10,000 rows written through a wal.Shard as a worker seals them, the rest in the Lance base table (2.1); built once under bench/out/ and served from a hard-linked copy by a real master (master.New, embedded etcd, every loop off) behind a loopback HTTP server in the same process. The statement is issue 14'"'"'s GROUP BY rollout_id with avg(reward), with ORDER BY and LIMIT 100 (a top-level LIMIT lets it scan past 200,000 rows). Timed end to end at the client (POST, JSON answer decoded); one warm-up query, then 5 timed ones per repetition; medians.",
       "Reference (row 2): the same statement in DuckDB (one thread, as the master'"'"'s query database) over a Parquet file of the same rows (id, rollout_id, sequence_order, reward, content) exported by DuckDB from the experiment'"'"'s snapshot: the physical floor of a columnar engine reading a columnar file with no WAL to fold in and no HTTP. Both answers are compared; a difference is reported."
+    ],
+    vector_notes: [
+      "Data (bench/vector_bench -mode fixture): two context stores (l2, embedding_dim 768) of one worker data directory, created through POST /api/v1/contexts; their rows are appended to the base tables with lance.WriteStore as the worker encodes records (ctxstore.Normalize, ToRecord), the bytes of a merged store. Clustered synthetic vectors: max(rows/1000, 100) centres drawn from N(0,1) per dimension, each record a random centre plus N(0, 0.3^2) noise per dimension; the ann store holds \($vecrows) records, the exact store its first 100,000. 100 queries drawn the same way (new points, not records). Built once under bench/out/ and reused; every run works on a hard-linked copy.",
+      "lancectx searches (-mode exact and indexed): a real worker (worker.New, default settings except Config.ContextVectorCacheBytes, sized to hold the store'"'"'s decoded vectors) behind a loopback HTTP server in the same process; POST /api/v1/contexts/{name}/search with limit 10, one at a time, timed end to end at the client (JSON encoded, sent, ranked, records fetched, answer decoded), after one warm-up search (it loads the cache of decoded vectors). Queries/s = queries / sum of their times.",
+      "LanceDB (tests/interop/bench-vector-peer.mjs): the same table opened with LanceDB 0.31 (node), nearestTo(q).limit(10) selecting id, timed around each query alone in the same process (no HTTP, no JSON), one at a time after a warm-up. Exact: bypassVectorIndex(). Index: LanceDB'"'"'s own IVF_PQ (createIndex with its defaults: sqrt(rows) partitions, dim/16 sub-vectors, l2) on a separate hard-linked copy of the ann table, timed, with the node process'"'"'s peak RSS; then every query under each setting of nprobes and refineFactor of the sweep, recall@10 against the ground truth. Row 4 compares with the fastest setting at least as accurate as lancectx.",
+      "Ground truth: the exact answers of the lancectx worker on the ann store before it has an index (row 3'"'"'s exact figure is that run). Index (-mode index, a fresh process): lance.BuildVectorIndex, IVF_FLAT with sqrt(rows) partitions (k-means, Lance'"'"'s defaults: 50 iterations at most, 256 samples per partition), as the master'"'"'s index task builds it; time and VmHWM of the process (it holds every vector twice while building). Searches through it probe 20 partitions (LanceDB'"'"'s default nprobes) and recompute exact distances on the stored vectors.",
+      "\($reps_s) repetitions of the exact comparison and of the indexed searches, medians reported; the ground truth, the index builds and LanceDB'"'"'s sweep run once. Sizes: \($sizes)."
     ],
     fleet_notes: [
       "Simulated data directory (bench/fleetstore.go): every experiment is a real registry entry (registry.Create, as the worker registers a store) in an in-memory store; the dataset directories of all but the first --hot experiments are read-only aliases that answer every read with the objects of one template rollout dataset (2 fragments of 5 rows, written by the lance package) under the experiment'"'"'s own keys, so the master lists, reads manifests and lists WAL directories exactly as on a real fleet while the bytes are shared; the first 100 experiments of the simulation are real copies of a 20-fragment dataset (compaction candidates, so tasks are planned, claimed and run). A write to an alias is refused and counted (none is expected). Every request of the masters goes through objstore/faults with latency=20ms.",

@@ -76,7 +76,7 @@ func sections() []section {
 	return []section{
 		{name: "storage", issue: "2", title: "Storage layer vs LanceDB (issue 2)",
 			owns: func(r Result) bool {
-				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isKinds(r) && !isSQL(r) && !isFleet(r) && !isRetrieve(r)
+				return !isMaint(r) && !isCoord(r) && !isWorker(r) && !isMaster(r) && !isFormat21(r) && !isKinds(r) && !isSQL(r) && !isFleet(r) && !isRetrieve(r) && !isVector(r)
 			}, render: renderStorage},
 		{name: "format21", issue: "11", title: "Lance 2.1 and adoption vs LanceDB (issue 11)", owns: isFormat21, render: format21Report},
 		{name: "maintenance", issue: "3", title: "Maintenance (issue 3)", owns: isMaint, render: maintReport},
@@ -84,6 +84,7 @@ func sections() []section {
 		{name: "worker", issue: "5", title: "Worker data plane (issue 5)", owns: isWorker, render: workerReport},
 		{name: "master", issue: "6", title: "Master control plane (issue 6)", owns: isMaster, render: masterReport},
 		{name: "kinds", issue: "12", title: "Generic and datagen stores (issue 12)", owns: isKinds, render: kindsReport},
+		{name: "vector", issue: "13", title: "Vector search of context stores (issue 13)", owns: isVector, render: vectorReport},
 		{name: "sql", issue: "14", title: "SQL over an experiment (issue 14)", owns: isSQL, render: sqlReport},
 		{name: "fleet", issue: "15", title: "Fleet scale (issue 15)", owns: isFleet, render: fleetReport},
 		{name: "retrieve", issue: "13", title: "Hybrid retrieval of context stores (issue 13)", owns: isRetrieve, render: retrieveReport},
@@ -164,6 +165,11 @@ var catalogue = []target{
 	{"12.4", "same: p99 ack latency", "<= 50 ms"},
 	{"12.5", "datagen: fold one item of 10,000 events", "<= 50 ms"},
 	{"12.6", "datagen: overview over 1,000,000 events", "<= 1 s"},
+	{"13.1", "exact search over 100k × 768 float32, top 10: queries/s against LanceDB's exact (no index)", ">= 1.0"},
+	{"13.2", "IVF index on 1M × 768: recall@10 against exact results", ">= 0.95"},
+	{"13.3", "same: indexed queries/s against lancectx's exact queries/s", ">= 10"},
+	{"13.4", "same: queries/s against LanceDB's own index at equal recall", ">= 1.0"},
+	{"13.5", "same: index build time and peak memory", "reported"},
 	{"13.7", "hybrid retrieve (BM25 text + vector, RRF) over 1M records: p50", "<= 50 ms"},
 	{"14.1", "GROUP BY rollout_id with avg(reward) over 1M rows (base + WAL) through the query route", "<= 1 s"},
 	{"14.2", "same statement, DuckDB over a Parquet export: the query route's time / DuckDB's", "info (the physical reference)"},

@@ -51,6 +51,14 @@ type VectorIndexOptions struct {
 	Metric string
 	// KMeans tunes centroid training (iterations, sample, seed).
 	KMeans vecindex.KMeansOptions
+	// Type is "IVF_FLAT" (default: vectors kept whole; what lancectx searches through)
+	// or "IVF_PQ" (8-bit product quantization of the residuals, l2 only: written in
+	// Lance's format for LanceDB, which lists and uses it; lancectx's own searches of a
+	// table whose index is IVF_PQ are exact).
+	Type string
+	// SubVectors is IVF_PQ's number of sub-vectors (default dim/16, LanceDB's default;
+	// it must divide the dimension).
+	SubVectors int
 }
 
 // VectorIndexInfo describes a vector index segment lancectx can search.
@@ -61,7 +69,7 @@ type VectorIndexInfo struct {
 	Rows       uint64 `json:"rows"`
 }
 
-// BuildVectorIndex trains an IVF_FLAT index over column (a fixed_size_list<float32>
+// BuildVectorIndex trains an IVF_FLAT (or, with opts.Type, IVF_PQ) index over column (a fixed_size_list<float32>
 // column) of every fragment of d and commits it, replacing the column's vector indices
 // of the same name (a CreateIndex transaction, as LanceDB's create_index with replace).
 // Null vectors are not indexed. The whole column is held in memory while building:
@@ -78,6 +86,22 @@ func BuildVectorIndex(ctx context.Context, d *Dataset, column string, opts Vecto
 	name := opts.Name
 	if name == "" {
 		name = column + "_idx"
+	}
+	pq := 0
+	switch opts.Type {
+	case "", "IVF_FLAT":
+	case "IVF_PQ":
+		if pq = opts.SubVectors; pq <= 0 {
+			pq = max(dim/16, 1)
+		}
+		if dim%pq != 0 {
+			return nil, fmt.Errorf("%w: %d sub-vectors do not divide dimension %d", ErrVectorInput, pq, dim)
+		}
+		if m != vecindex.L2 {
+			return nil, fmt.Errorf("%w: lancectx writes IVF_PQ for the l2 metric only", ErrVectorInput)
+		}
+	default:
+		return nil, fmt.Errorf("%w: vector index type %q (IVF_FLAT or IVF_PQ)", ErrVectorInput, opts.Type)
 	}
 	var frags []uint64
 	for _, fr := range d.Fragments() {
@@ -107,7 +131,7 @@ func BuildVectorIndex(ctx context.Context, d *Dataset, column string, opts Vecto
 			removed = append(removed, im)
 		}
 	}
-	im, err := writeVectorIndex(ctx, d, f, name, frags, ids, vecs, dim, cent, loss, m, opts.KMeans.Parallelism)
+	im, err := writeVectorIndex(ctx, d, f, name, frags, ids, vecs, dim, cent, loss, m, opts.KMeans, pq)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +176,7 @@ func ExtendVectorIndex(ctx context.Context, d *Dataset, column, name string) (*D
 		return nil, err
 	}
 	cent := append([]float32(nil), base.Centroids()...)
-	im, err := writeVectorIndex(ctx, d, f, name, frags, ids, vecs, dim, cent, 0, base.Metric(), 0)
+	im, err := writeVectorIndex(ctx, d, f, name, frags, ids, vecs, dim, cent, 0, base.Metric(), vecindex.KMeansOptions{}, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +216,7 @@ func readVectors(ctx context.Context, d *Dataset, column string, dim int, frags 
 	}
 	var ids []uint64
 	var vecs []float32
-	err := scanVectors(ctx, d, column, dim, frags, func(id uint64, v []float32) {
+	err := scanVectors(ctx, d, column, dim, frags, "", func(id uint64, v []float32) {
 		ids = append(ids, id)
 		n := len(vecs)
 		vecs = append(vecs, v...)
@@ -204,12 +228,13 @@ func readVectors(ctx context.Context, d *Dataset, column string, dim int, frags 
 }
 
 // scanVectors calls fn with every live non-null vector of column in frags (nil: all)
-// and its row id. v is only valid during the call.
-func scanVectors(ctx context.Context, d *Dataset, column string, dim int, frags []uint64, fn func(id uint64, v []float32)) error {
+// that passes filter (a SQL predicate; empty: every row) and its row id. v is only
+// valid during the call.
+func scanVectors(ctx context.Context, d *Dataset, column string, dim int, frags []uint64, filter string, fn func(id uint64, v []float32)) error {
 	if frags != nil && len(frags) == 0 {
 		return nil
 	}
-	sc, err := d.Scan(ctx, ScanOptions{Columns: []string{column, RowIDColumn}, Fragments: frags})
+	sc, err := d.Scan(ctx, ScanOptions{Columns: []string{column, RowIDColumn}, Fragments: frags, Filter: filter})
 	if err != nil {
 		return err
 	}
@@ -238,20 +263,33 @@ func scanVectors(ctx context.Context, d *Dataset, column string, dim int, frags 
 }
 
 // writeVectorIndex groups the rows by centroid, writes the two index files under
-// _indices/{uuid}/ and returns the index's manifest entry.
+// _indices/{uuid}/ and returns the index's manifest entry: IVF_FLAT, or IVF_PQ with pq
+// sub-vectors when pq > 0.
 func writeVectorIndex(ctx context.Context, d *Dataset, f *schema.Field, name string, frags, ids []uint64, vecs []float32,
-	dim int, cent []float32, loss float64, m vecindex.Metric, par int) (*tablepb.IndexMetadata, error) {
-	built, err := vecindex.Group(ids, vecs, dim, cent, loss, m, par)
+	dim int, cent []float32, loss float64, m vecindex.Metric, km vecindex.KMeansOptions, pq int) (*tablepb.IndexMetadata, error) {
+	built, err := vecindex.Group(ids, vecs, dim, cent, loss, m, km.Parallelism)
 	if err != nil {
 		return nil, err
 	}
+	writeAux, writeIdx := built.WriteAuxiliaryFile, built.WriteIndexFile
+	detailBytes := vecindex.MarshalDetails(m, built.Partitions())
+	if pq > 0 {
+		q, err := built.TrainPQ(ctx, pq, km)
+		if err != nil {
+			return nil, err
+		}
+		codes := built.Codes(q)
+		writeAux = func(w io.Writer) (int64, error) { return built.WritePQAuxiliaryFile(w, q, codes) }
+		writeIdx = built.WritePQIndexFile
+		detailBytes = vecindex.MarshalPQDetails(m, built.Partitions(), pq)
+	}
 	id := uuid.New()
 	dir := indicesDir + id.String() + "/"
-	auxSize, err := putStreamed(ctx, d.store, dir+vecindex.AuxiliaryFile, built.WriteAuxiliaryFile)
+	auxSize, err := putStreamed(ctx, d.store, dir+vecindex.AuxiliaryFile, writeAux)
 	if err != nil {
 		return nil, fmt.Errorf("write vector index: %w", err)
 	}
-	idxSize, err := putStreamed(ctx, d.store, dir+vecindex.IndexFile, built.WriteIndexFile)
+	idxSize, err := putStreamed(ctx, d.store, dir+vecindex.IndexFile, writeIdx)
 	if err != nil {
 		return nil, fmt.Errorf("write vector index: %w", err)
 	}
@@ -264,7 +302,7 @@ func writeVectorIndex(ctx context.Context, d *Dataset, f *schema.Field, name str
 	if err != nil {
 		return nil, fmt.Errorf("encode fragment bitmap: %w", err)
 	}
-	details := &anypb.Any{TypeUrl: vecindex.DetailsTypeURL, Value: vecindex.MarshalDetails(m, built.Partitions())}
+	details := &anypb.Any{TypeUrl: vecindex.DetailsTypeURL, Value: detailBytes}
 	slog.Debug("lance: vector index written", "name", name, "uuid", id, "rows", len(ids), "partitions", built.Partitions())
 	return &tablepb.IndexMetadata{
 		Uuid:           &tablepb.UUID{Uuid: id[:]},

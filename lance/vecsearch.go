@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 	"github.com/lancectx/lancectx/lance/schema"
@@ -34,6 +36,18 @@ type VectorSearchOptions struct {
 	// searches the others itself (a context store's search, which also reads its WAL).
 	// Without a usable index nothing is searched (Index is "" in the result).
 	IndexedOnly bool
+	// Filter is a SQL predicate (package expr) that results must pass, applied before
+	// ranking (LanceDB's where with prefilter): it is evaluated first, to the row ids of
+	// the fragments the index covers that pass it, and only those rows are ranked in the
+	// probed partitions. When fewer than k pass within NProbes partitions of a segment,
+	// more of its partitions are probed, nearest first, until k are found or every
+	// partition was. Unindexed fragments are scanned with the filter pushed down.
+	Filter string
+	// WithVectors returns each hit's vector (VectorHit.Vector): the index's copy for rows
+	// found through it (an IVF_FLAT index keeps vectors whole; normalized when its metric
+	// is cosine), the scanned one otherwise. A caller that needs the vectors of the hits
+	// saves reading them again, one page per row, from the data files.
+	WithVectors bool
 }
 
 // VectorHit is one search result: the row id (what _rowid reports; Take accepts it) and
@@ -41,6 +55,8 @@ type VectorSearchOptions struct {
 type VectorHit struct {
 	RowID    uint64  `json:"row_id"`
 	Distance float32 `json:"distance"`
+	// Vector is set with VectorSearchOptions.WithVectors.
+	Vector []float32 `json:"-"`
 }
 
 // VectorSearchResult is the answer of VectorSearch.
@@ -59,6 +75,12 @@ type VectorSearchResult struct {
 	// CoveredFragments are the ids of the live fragments searched through the index,
 	// ascending.
 	CoveredFragments []uint64 `json:"covered_fragments,omitempty"`
+	// Probed is the number of partitions probed, all segments together (more than
+	// NProbes per segment when a filter let too few rows through).
+	Probed int `json:"probed"`
+	// FilteredRows is the number of rows of the covered fragments that pass Filter
+	// (searches with a filter through an index only).
+	FilteredRows uint64 `json:"filtered_rows,omitempty"`
 }
 
 // VectorSearch returns the k rows of this version nearest to q in column. It is the
@@ -115,6 +137,9 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 		live[fr.GetId()] = fr
 	}
 	covered := roaring.New()
+	for _, s := range segs {
+		covered.Or(s.frags)
+	}
 	if len(segs) > 0 {
 		res.Index = segs[0].im.GetName()
 		qn := q
@@ -126,17 +151,47 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 		if err != nil {
 			return nil, err
 		}
+		var allow *roaring64.Bitmap
+		if opts.Filter != "" {
+			if allow, err = d.filterRowIDs(ctx, opts.Filter, covered); err != nil {
+				return nil, err
+			}
+			res.FilteredRows = allow.GetCardinality()
+		}
 		for _, s := range segs {
-			covered.Or(s.frags)
-			for _, p := range s.idx.Probe(qn, nprobes) {
+			if allow != nil && allow.IsEmpty() {
+				break
+			}
+			order := s.idx.Probe(qn, nprobes)
+			if allow != nil {
+				order = s.idx.Probe(qn, s.idx.Partitions()) // nearest first; widened below
+			}
+			found := 0
+			for pi, p := range order {
+				if pi >= nprobes && found >= k {
+					break
+				}
+				res.Probed++
 				ids, vecs, err := s.idx.ReadPartition(ctx, p)
 				if err != nil {
 					return nil, fmt.Errorf("vector index %s: %w", s.im.GetName(), err)
 				}
-				res.Candidates += len(ids)
 				for i, id := range ids {
+					if allow != nil && !allow.Contains(id) {
+						continue
+					}
+					res.Candidates++
 					dist := metric.Distance(qn, vecs[i*dim:(i+1)*dim])
 					if !top.admits(dist, id) {
+						if allow != nil {
+							// Admitted or not, a passing row counts towards k only when
+							// live; check it so that widening stops on live rows.
+							if ok, err := chk.live(ctx, id, s.frags); err != nil {
+								return nil, err
+							} else if ok {
+								found++
+							}
+						}
 						continue
 					}
 					ok, err := chk.live(ctx, id, s.frags)
@@ -144,7 +199,12 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 						return nil, err
 					}
 					if ok {
-						top.add(VectorHit{RowID: id, Distance: dist})
+						found++
+						h := VectorHit{RowID: id, Distance: dist}
+						if opts.WithVectors {
+							h.Vector = slices.Clone(vecs[i*dim : (i+1)*dim])
+						}
+						top.add(h)
 					}
 				}
 			}
@@ -165,10 +225,14 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 		res.Hits = top.sorted()
 		return res, nil
 	}
-	err = scanVectors(ctx, d, column, dim, unindexed, func(id uint64, v []float32) {
+	err = scanVectors(ctx, d, column, dim, unindexed, opts.Filter, func(id uint64, v []float32) {
 		res.Candidates++
 		if dist := metric.Distance(q, v); top.admits(dist, id) {
-			top.add(VectorHit{RowID: id, Distance: dist})
+			h := VectorHit{RowID: id, Distance: dist}
+			if opts.WithVectors {
+				h.Vector = slices.Clone(v)
+			}
+			top.add(h)
 		}
 	})
 	if err != nil {
@@ -176,6 +240,37 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 	}
 	res.Hits = top.sorted()
 	return res, nil
+}
+
+// filterRowIDs evaluates filter over the live fragments of covered and returns the row
+// ids (what _rowid reports, as an index lists them) of the rows that pass.
+func (d *Dataset) filterRowIDs(ctx context.Context, filter string, covered *roaring.Bitmap) (*roaring64.Bitmap, error) {
+	out := roaring64.New()
+	var frags []uint64
+	for _, fr := range d.Fragments() {
+		if fr.GetId() <= math.MaxUint32 && covered.Contains(uint32(fr.GetId())) {
+			frags = append(frags, fr.GetId())
+		}
+	}
+	if len(frags) == 0 {
+		return out, nil
+	}
+	sc, err := d.Scan(ctx, ScanOptions{Columns: []string{RowIDColumn}, Filter: filter, Fragments: frags})
+	if err != nil {
+		return nil, fmt.Errorf("%w: filter: %w", ErrVectorInput, err)
+	}
+	defer sc.Release()
+	for sc.Next() {
+		rid, ok := sc.RecordBatch().Column(0).(*array.Uint64)
+		if !ok {
+			return nil, fmt.Errorf("lance: row id scan returned %T", sc.RecordBatch().Column(0))
+		}
+		out.AddMany(rid.Uint64Values())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // vectorSegment is one entry of a vector index (the index or a delta of it).

@@ -2,7 +2,11 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/ctxstore"
@@ -26,7 +30,13 @@ import (
 // candidate whose id it meets is dropped; (2) the filter applies before ranking: a
 // search with equality filters ranks every row exactly (the filter is pushed into the
 // scan), and the state checks (tombstones, expiry, retirement) are made on the index's
-// candidates, which are taken from the table; (3) distances are the store's metric
+// candidates, which are taken from the table; with equality filters the index search is
+// prefiltered: lance evaluates the filter's SQL over the covered fragments to the set of
+// passing row ids and ranks only those in the probed partitions, probing more partitions
+// when too few pass (VectorSearchOptions.Filter), and the exact scan of the rest ranks
+// only rows that pass the equalities (it reads every row, unfiltered, to see shadowing
+// rows: a WAL row that no longer passes still hides the base row of its id); (3)
+// distances are the store's metric
 // (ctxstore.DistanceFor), recomputed on each candidate's stored vector. When too few of
 // the index's candidates survive (1) and (2) to fill the k best, the index is asked
 // for more, and past indexMaxCandidates the search is exact.
@@ -52,9 +62,9 @@ func (e exactSource) rank(ctx context.Context, sn cxView, q []float32, f ctxstor
 	return e.scan(ctx, sn, wal.ScanOptions{Filter: f.SQL()}, q, f, nil, top)
 }
 
-// rankRest ranks the live rows outside the base fragments skip, and marks in seen the
-// ids of watch it meets, live or not (tombstones included: no filter is pushed down,
-// so every newer row of an id is met). f must have no equality filters.
+// rankRest ranks the live rows outside the base fragments skip that pass f's equality
+// filters, and marks in seen the ids of watch it meets, live and passing or not
+// (tombstones included: no filter is pushed down, so every newer row of an id is met).
 func (e exactSource) rankRest(ctx context.Context, sn cxView, q []float32, f ctxstore.Filter, skip []uint64,
 	watch, seen map[string]bool, top *ctxstore.TopK) error {
 	return e.scan(ctx, sn, wal.ScanOptions{SkipFragments: skip}, q, f, func(id string) {
@@ -67,6 +77,7 @@ func (e exactSource) rankRest(ctx context.Context, sn cxView, q []float32, f ctx
 func (e exactSource) scan(ctx context.Context, sn cxView, opts wal.ScanOptions, q []float32, f ctxstore.Filter,
 	meet func(id string), top *ctxstore.TopK) error {
 	opts.Columns = append([]string{ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
+	opts.Columns = appendEqColumns(opts.Columns, f)
 	rdr, err := sn.Scan(ctx, opts)
 	if err != nil {
 		return err
@@ -79,13 +90,34 @@ func (e exactSource) scan(ctx context.Context, sn cxView, opts wal.ScanOptions, 
 				meet(rows.String(ctxstore.ColID, i))
 			}
 			v := rows.Embedding(i)
-			if v == nil || !f.Live(rows, i) {
+			if v == nil || !f.Live(rows, i) || !passesEq(rows, i, f) {
 				continue
 			}
 			top.Push(rows.String(ctxstore.ColID, i), float64(e.dist(q, v)))
 		}
 	}
 	return rdr.Err()
+}
+
+// appendEqColumns adds to cols the columns of f's equality filters it lacks.
+func appendEqColumns(cols []string, f ctxstore.Filter) []string {
+	for _, e := range f.Eq {
+		if !slices.Contains(cols, e.Column) {
+			cols = append(cols, e.Column)
+		}
+	}
+	return cols
+}
+
+// passesEq reports whether row i passes f's equality filters (the predicate f.SQL()
+// pushes into scans, checked on rows read without it).
+func passesEq(rows *ctxstore.Rows, i int, f ctxstore.Filter) bool {
+	for _, e := range f.Eq {
+		if v := rows.Str(e.Column, i); v == nil || *v != e.Value {
+			return false
+		}
+	}
+	return true
 }
 
 // indexCandidates is what the index gave one search.
@@ -96,6 +128,9 @@ type indexCandidates struct {
 	// distances; ids holds their ids.
 	live []ctxstore.Candidate
 	ids  map[string]bool
+	// vecs are the stored vectors of the live candidates, from the index (l2 and dot
+	// stores: the index keeps them as stored), for the answer's records.
+	vecs map[string][]float32
 	// bound: every covered row of the probed partitions that is not a candidate is at
 	// least this far (by the index's distance); exhausted: there is no such row.
 	bound     float64
@@ -108,45 +143,79 @@ type indexSource struct {
 	metric string
 }
 
-// candidates asks the index of base for at least k candidates that pass f's state
-// checks (f has no equality filters). It returns nil when base has no index usable in
-// the store's metric, or when more than indexMaxCandidates would be needed.
+// candidates asks the index of base for at least k candidates that pass f (its
+// equalities prefiltered in the index search, its state checks on the rows taken). It
+// returns nil when base has no index usable in the store's metric, or when more than
+// indexMaxCandidates would be needed.
+//
+// Reading a candidate's embedding from the data file costs a page per row (8 MiB pages
+// of 768-float vectors: ~5 ms a row); the index holds the same vectors, so for l2 and
+// dot stores they come from it (WithVectors) and only the id and state columns are
+// taken. A cosine index holds normalized vectors: those stores take the embedding.
 func (s indexSource) candidates(ctx context.Context, base *lance.Dataset, q []float32, f ctxstore.Filter, k int) (*indexCandidates, error) {
-	cols := append([]string{lance.RowIDColumn, ctxstore.ColID, ctxstore.ColEmbedding}, ctxstore.StateColumns...)
+	fromIndex := s.metric != ctxstore.MetricCosine
+	cols := append([]string{lance.RowIDColumn, ctxstore.ColID}, ctxstore.StateColumns...)
+	if !fromIndex {
+		cols = append(cols, ctxstore.ColEmbedding)
+	}
+	var filter string
+	if len(f.Eq) > 0 {
+		filter = f.SQL()
+	}
 	for want := k + k/2 + 8; ; want *= 4 {
 		if want > indexMaxCandidates {
 			return nil, nil
 		}
 		res, err := base.VectorSearch(ctx, ctxstore.ColEmbedding, q, want, lance.VectorSearchOptions{
-			Metric: s.metric, NProbes: contextSearchNProbes, IndexedOnly: true})
+			Metric: s.metric, NProbes: contextSearchNProbes, IndexedOnly: true, Filter: filter, WithVectors: fromIndex})
 		if err != nil {
 			return nil, err
 		}
 		if res.Index == "" {
 			return nil, nil
 		}
-		out := &indexCandidates{covered: res.CoveredFragments, ids: map[string]bool{}, exhausted: len(res.Hits) < want}
+		out := &indexCandidates{covered: res.CoveredFragments, ids: map[string]bool{}, vecs: map[string][]float32{}, exhausted: len(res.Hits) < want}
 		if len(res.Hits) == 0 {
 			return out, nil
 		}
 		out.bound = float64(res.Hits[len(res.Hits)-1].Distance)
 		rowIDs := make([]uint64, len(res.Hits))
+		hitVecs := make(map[uint64][]float32, len(res.Hits))
 		for i, h := range res.Hits {
 			rowIDs[i] = h.RowID
+			hitVecs[h.RowID] = h.Vector
 		}
 		rec, err := base.Take(ctx, rowIDs, cols)
 		if err != nil {
 			return nil, err
 		}
 		rows := ctxstore.NewRows(rec)
+		var rid *array.Uint64
+		if fromIndex {
+			if ix := rec.Schema().FieldIndices(lance.RowIDColumn); len(ix) == 1 {
+				rid, _ = rec.Column(ix[0]).(*array.Uint64)
+			}
+			if rid == nil {
+				rec.Release()
+				return nil, fmt.Errorf("context search: the take of the index's candidates has no %s column", lance.RowIDColumn)
+			}
+		}
 		for i := 0; i < rows.Len(); i++ {
-			v := rows.Embedding(i)
+			var v []float32
+			if fromIndex {
+				v = hitVecs[rid.Value(i)]
+			} else {
+				v = rows.Embedding(i)
+			}
 			if v == nil || !f.Live(rows, i) {
 				continue
 			}
 			id := rows.String(ctxstore.ColID, i)
 			out.ids[id] = true
 			out.live = append(out.live, ctxstore.Candidate{ID: id, Score: float64(s.dist(q, v))})
+			if fromIndex {
+				out.vecs[id] = v
+			}
 		}
 		rec.Release()
 		if len(out.live) >= k || out.exhausted {
@@ -158,30 +227,60 @@ func (s indexSource) candidates(ctx context.Context, base *lance.Dataset, q []fl
 // rankVectors returns the k rows of sn nearest to q that f keeps (see the comment at
 // the top of this file).
 func (s *Server) rankVectors(ctx context.Context, h *handle, sn cxView, q []float32, f ctxstore.Filter, k int) (*ctxstore.TopK, error) {
+	top, _, err := s.rankVectorsKnown(ctx, h, sn, q, f, k)
+	return top, err
+}
+
+// rankVectorsKnown is rankVectors that also returns the stored vectors it already
+// holds of base rows among the k (from the cache of decoded vectors or from the
+// index), which the answer's records need and would otherwise read again from the data
+// files. A row of the answer not in known is read whole.
+func (s *Server) rankVectorsKnown(ctx context.Context, h *handle, sn cxView, q []float32, f ctxstore.Filter, k int) (*ctxstore.TopK, map[string][]float32, error) {
+	top, known, err := s.rankVectorsInto(ctx, h, sn, q, f, k)
+	if err != nil || known == nil {
+		return top, nil, err
+	}
+	out := map[string][]float32{}
+	for _, c := range top.Sorted() {
+		if v, ok := known[c.ID]; ok {
+			out[c.ID] = v
+		}
+	}
+	return top, out, nil
+}
+
+func (s *Server) rankVectorsInto(ctx context.Context, h *handle, sn cxView, q []float32, f ctxstore.Filter, k int) (*ctxstore.TopK, map[string][]float32, error) {
 	exact := exactSource{dist: h.cx.dist}
 	top := ctxstore.NewTopK(k)
-	if len(f.Eq) > 0 {
-		s.met.contextSearches.WithLabelValues("exact").Inc()
-		return top, exact.rank(ctx, sn, q, f, top)
-	}
 	ix, err := indexSource{dist: h.cx.dist, metric: h.cx.opts.DistanceMetric}.candidates(ctx, sn.Base(), q, f, k)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ix == nil {
 		s.met.contextSearches.WithLabelValues("exact").Inc()
+		if len(f.Eq) > 0 {
+			return top, nil, exact.rank(ctx, sn, q, f, top) // the filter pushed into the scan
+		}
 		b, err := s.cxVecs.get(ctx, h.cx, sn.Base())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if b != nil {
-			return top, exact.rankCached(ctx, sn, b, q, f, top)
+			pos := map[string]int{}
+			if err := exact.rankCached(ctx, sn, b, q, f, top, pos); err != nil {
+				return nil, nil, err
+			}
+			known := make(map[string][]float32, len(pos))
+			for id, i := range pos {
+				known[id] = b.vecs[i*b.dim : (i+1)*b.dim]
+			}
+			return top, known, nil
 		}
-		return top, exact.rank(ctx, sn, q, f, top)
+		return top, nil, exact.rank(ctx, sn, q, f, top)
 	}
 	seen := map[string]bool{}
 	if err := exact.rankRest(ctx, sn, q, f, ix.covered, ix.ids, seen, top); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	valid := 0
 	for _, c := range ix.live {
@@ -192,13 +291,19 @@ func (s *Server) rankVectors(ctx context.Context, h *handle, sn cxView, q []floa
 	}
 	if ix.exhausted || valid >= k || top.Worst() < ix.bound {
 		s.met.contextSearches.WithLabelValues("index").Inc()
-		return top, nil
+		known := map[string][]float32{}
+		for id, v := range ix.vecs {
+			if !seen[id] {
+				known[id] = v
+			}
+		}
+		return top, known, nil
 	}
 	s.met.contextSearches.WithLabelValues("exact_fallback").Inc()
 	// Too many of the index's candidates were rewritten in the WAL to be sure of the k
 	// best: rank everything exactly.
 	top = ctxstore.NewTopK(k)
-	return top, exact.rank(ctx, sn, q, f, top)
+	return top, nil, exact.rank(ctx, sn, q, f, top)
 }
 
 // searchLimit checks a request's limit (default 10).
@@ -231,12 +336,49 @@ const maxFloat32 = 3.40282346638528859811704183484516925440e+38
 // fetchRecords reads the records of ids (in order; ids gone meanwhile are
 // skipped) projected for an answer.
 func fetchRecords(ctx context.Context, sn cxView, h *handle, ids []string, relationships bool) (map[string]api.ContextRecord, error) {
+	return fetchRecordsKnown(ctx, sn, h, ids, relationships, nil)
+}
+
+// fetchRecordsKnown is fetchRecords for ids some of whose current embeddings are known
+// (rankVectorsKnown): those records are read without their embedding column, which
+// costs a data-file page per row, and get the known vector.
+func fetchRecordsKnown(ctx context.Context, sn cxView, h *handle, ids []string, relationships bool,
+	known map[string][]float32) (map[string]api.ContextRecord, error) {
 	cols := h.cx.opts.Projection(relationships)
+	out := make(map[string]api.ContextRecord, len(ids))
+	if len(known) > 0 {
+		var with, without []string
+		for _, id := range ids {
+			if _, ok := known[id]; ok {
+				without = append(without, id)
+			} else {
+				with = append(with, id)
+			}
+		}
+		noEmb := slices.DeleteFunc(slices.Clone(cols), func(c string) bool { return c == ctxstore.ColEmbedding })
+		if err := fetchInto(ctx, sn, without, noEmb, out); err != nil {
+			return nil, err
+		}
+		for _, id := range without {
+			if r, ok := out[id]; ok {
+				r.Embedding = slices.Clone(known[id])
+				out[id] = r
+			}
+		}
+		ids = with
+	}
+	return out, fetchInto(ctx, sn, ids, cols, out)
+}
+
+// fetchInto reads the records of ids with cols into out.
+func fetchInto(ctx context.Context, sn cxView, ids, cols []string, out map[string]api.ContextRecord) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	recs, err := sn.GetMany(ctx, ids, cols)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make(map[string]api.ContextRecord, len(ids))
 	var ferr error
 	for _, rec := range recs {
 		if rec == nil {
@@ -252,7 +394,7 @@ func fetchRecords(ctx context.Context, sn cxView, h *handle, ids []string, relat
 		}
 		rec.Release()
 	}
-	return out, ferr
+	return ferr
 }
 
 func (s *Server) handleContextSearch(w http.ResponseWriter, r *http.Request) {
@@ -279,7 +421,7 @@ func (s *Server) handleContextSearch(w http.ResponseWriter, r *http.Request) {
 		if err := checkVector("query", req.Query, h.cx.opts.EmbeddingDim); err != nil {
 			return err
 		}
-		top, err := s.rankVectors(ctx, h, sn, req.Query, f, limit)
+		top, known, err := s.rankVectorsKnown(ctx, h, sn, req.Query, f, limit)
 		if err != nil {
 			return err
 		}
@@ -288,7 +430,7 @@ func (s *Server) handleContextSearch(w http.ResponseWriter, r *http.Request) {
 		for i, c := range best {
 			ids[i] = c.ID
 		}
-		recs, err := fetchRecords(ctx, sn, h, ids, req.IncludeRelationships)
+		recs, err := fetchRecordsKnown(ctx, sn, h, ids, req.IncludeRelationships, known)
 		if err != nil {
 			return err
 		}

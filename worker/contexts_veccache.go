@@ -2,8 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lancectx/lancectx/ctxstore"
 	"github.com/lancectx/lancectx/lance"
@@ -91,15 +93,37 @@ func loadBaseVectors(ctx context.Context, base *lance.Dataset, dim int) (*baseVe
 }
 
 // vecCache holds baseVectors of context stores within a byte budget. mu is never held
-// across I/O: a miss decodes outside it (two concurrent misses of one version may both
-// decode; one entry is kept).
+// across I/O: a miss decodes outside it. Concurrent misses of one store and version
+// decode once: the first registers a vecLoad in loading and decodes, the others wait for
+// it (or for their own context), so that a burst of searches after a merge does not
+// read and hold the same table several times over.
 type vecCache struct {
 	budget int64
 
-	mu    sync.Mutex
-	used  int64
-	clock uint64
-	m     map[*cxState]*vecEntry
+	mu      sync.Mutex
+	used    int64
+	clock   uint64
+	m       map[*cxState]*vecEntry
+	loading map[vecKey]*vecLoad
+
+	// loads counts decodes (tests); beforeLoad and onJoin, when set, run when a miss
+	// starts decoding and when one joins a decode in flight (tests, to hold a load
+	// until a second search has joined it).
+	loads      atomic.Int64
+	beforeLoad func()
+	onJoin     func()
+}
+
+type vecKey struct {
+	cx      *cxState
+	version uint64
+}
+
+// vecLoad is one decode in flight; b and err are set before done is closed.
+type vecLoad struct {
+	done chan struct{}
+	b    *baseVectors
+	err  error
 }
 
 type vecEntry struct {
@@ -108,7 +132,7 @@ type vecEntry struct {
 }
 
 func newVecCache(budget int64) *vecCache {
-	return &vecCache{budget: budget, m: map[*cxState]*vecEntry{}}
+	return &vecCache{budget: budget, m: map[*cxState]*vecEntry{}, loading: map[vecKey]*vecLoad{}}
 }
 
 // get returns the decoded rows of base for the store of cx, decoding them on a miss;
@@ -117,18 +141,55 @@ func (c *vecCache) get(ctx context.Context, cx *cxState, base *lance.Dataset) (*
 	if c == nil || c.budget <= 0 {
 		return nil, nil
 	}
-	c.mu.Lock()
-	if e, ok := c.m[cx]; ok && e.b.version == base.Version() {
-		c.clock++
-		e.used = c.clock
-		c.mu.Unlock()
-		return e.b, nil
-	}
-	c.mu.Unlock()
 	// Too big to keep: say so before reading it (rows × dim × 4 is most of it).
 	if base.CountRows()*int64(cx.opts.EmbeddingDim)*4 > c.budget {
 		return nil, nil
 	}
+	key := vecKey{cx: cx, version: base.Version()}
+	for {
+		c.mu.Lock()
+		if e, ok := c.m[cx]; ok && e.b.version == key.version {
+			c.clock++
+			e.used = c.clock
+			c.mu.Unlock()
+			return e.b, nil
+		}
+		l, ok := c.loading[key]
+		if !ok {
+			l = &vecLoad{done: make(chan struct{})}
+			c.loading[key] = l
+			c.mu.Unlock()
+			l.b, l.err = c.load(ctx, cx, base)
+			c.mu.Lock()
+			delete(c.loading, key)
+			c.mu.Unlock()
+			close(l.done)
+			return l.b, l.err
+		}
+		c.mu.Unlock()
+		if c.onJoin != nil {
+			c.onJoin()
+		}
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// The decoder's own request ended first: this one decodes (or joins anew).
+		if l.err != nil && ctx.Err() == nil && (errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded)) {
+			continue
+		}
+		return l.b, l.err
+	}
+}
+
+// load decodes the rows of base and keeps them (a miss of get, once per store and
+// version at a time).
+func (c *vecCache) load(ctx context.Context, cx *cxState, base *lance.Dataset) (*baseVectors, error) {
+	if c.beforeLoad != nil {
+		c.beforeLoad()
+	}
+	c.loads.Add(1)
 	b, err := loadBaseVectors(ctx, base, cx.opts.EmbeddingDim)
 	if err != nil || b.bytes > c.budget {
 		return nil, err
@@ -165,8 +226,10 @@ func (c *vecCache) get(ctx context.Context, cx *cxState, base *lance.Dataset) (*
 // rankCached ranks the live rows of sn that f keeps (no equality filters) with the
 // base rows from b: the pending generations and the memtable are scanned (every row,
 // so that each id they rewrite is known), then every cached base row they do not
-// shadow is ranked.
-func (e exactSource) rankCached(ctx context.Context, sn cxView, b *baseVectors, q []float32, f ctxstore.Filter, top *ctxstore.TopK) error {
+// shadow is ranked. pos (when not nil) receives the cache position of every base row
+// pushed into top, so that the answer takes its vector from the cache.
+func (e exactSource) rankCached(ctx context.Context, sn cxView, b *baseVectors, q []float32, f ctxstore.Filter, top *ctxstore.TopK,
+	pos map[string]int) error {
 	shadow := map[string]bool{}
 	if _, pinned := sn.(pinnedView); !pinned {
 		err := e.scan(ctx, sn, wal.ScanOptions{SkipBase: true}, q, f, func(id string) { shadow[id] = true }, top)
@@ -182,6 +245,9 @@ func (e exactSource) rankCached(ctx context.Context, sn cxView, b *baseVectors, 
 		}
 		if d := float64(e.dist(q, b.vecs[i*dim:(i+1)*dim])); d <= top.Worst() {
 			top.Push(id, d) // ties at the worst go by id, in Push
+			if pos != nil {
+				pos[id] = i
+			}
 		}
 	}
 	return nil

@@ -75,6 +75,8 @@ reuses the centroids. Prints a JSON summary.`,
 	f.IntVar(&o.KMeans.MaxIters, "max-iters", 50, "k-means iterations")
 	f.Uint64Var(&o.KMeans.Seed, "seed", 0, "k-means seed")
 	f.BoolVar(&extend, "extend", false, "cover fragments appended since the index was built (delta segment)")
+	f.StringVar(&o.Type, "type", "IVF_FLAT", "IVF_FLAT, or IVF_PQ (l2 only; LanceDB uses it, lancectx's own searches of the table are then exact)")
+	f.IntVar(&o.SubVectors, "sub-vectors", 0, "IVF_PQ sub-vectors (default dim/16; must divide the dimension)")
 	_ = cmd.MarkFlagRequired("column")
 	return cmd
 }
@@ -142,6 +144,7 @@ never match. Prints the hits (row id, distance, and the --columns asked for) as 
 	f.IntVar(&o.NProbes, "nprobes", lance.DefaultNProbes, "IVF partitions probed per index segment")
 	f.StringVar(&o.Metric, "metric", "", "distance (default: the index's, l2 without one)")
 	f.BoolVar(&o.BypassIndex, "bypass-index", false, "search every row exactly")
+	f.StringVar(&o.Filter, "where", "", "SQL predicate the hits must pass, applied before ranking (prefilter)")
 	f.StringSliceVar(&columns, "columns", nil, "columns of the hit rows to print, in hit order")
 	_ = cmd.MarkFlagRequired("column")
 	_ = cmd.MarkFlagRequired("vector")

@@ -46,6 +46,7 @@ type workerFlags struct {
 	cacheCapacity   int
 	maxBody         workerBytes
 	keyCache        workerBytes
+	ctxVecCache     workerBytes
 	sweepTempAge    time.Duration
 	maxRecords      int
 	listMaxRows     int
@@ -172,6 +173,9 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	wf.keyCache = workerBytes(wf.envBytes(worker.DefaultKeyCacheBytes, "LANCECTX_KEY_CACHE_BYTES"))
 	f.Var(&wf.keyCache, "key-cache-bytes", "memory for the id-column indexes that answer GET .../records/{id} without scanning "+
 		"the table; 0 turns them off (env LANCECTX_KEY_CACHE_BYTES)")
+	wf.ctxVecCache = workerBytes(wf.envBytes(worker.DefaultContextVectorCacheBytes, "LANCECTX_CONTEXT_VECTOR_CACHE_BYTES"))
+	f.Var(&wf.ctxVecCache, "context-vector-cache-bytes", "memory for the decoded base-table vectors that exact context searches "+
+		"keep between queries, all stores together; 0 turns it off (env LANCECTX_CONTEXT_VECTOR_CACHE_BYTES)")
 	f.IntVar(&wf.listMaxRows, "list-max-rows", wf.envInt(worker.DefaultListMaxRows, "ROLLOUT_LIST_MAX_ROWS"),
 		"most rows one answer of GET .../records holds: without a limit it returns every matching row up to this, "+
 			"and past it a 400 that says to page or use the Arrow route (env ROLLOUT_LIST_MAX_ROWS)")
@@ -306,7 +310,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 	if mergeAfter == 0 {
 		mergeAfter = -1 // off, as in the reference (worker.Config reads 0 as the default)
 	}
-	return worker.Config{
+	cfg := worker.Config{
 		DataDir:               wf.dataDir,
 		StoreConfig:           store.cfg,
 		WorkerID:              wf.workerID,
@@ -333,6 +337,8 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		CloseTimeout:          wf.shutdownTimeout,
 		Logger:                slog.Default(),
 	}
+	cfg.ContextVectorCacheBytes = offIfZero(int64(wf.ctxVecCache))
+	return cfg
 }
 
 func (wf *workerFlags) run(ctx context.Context, store *storeFlags) error {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lancectx/lancectx/wal"
+	"github.com/lancectx/lancectx/worker"
 )
 
 func TestParseWorkerBytes(t *testing.T) {
@@ -79,5 +80,29 @@ func TestWorkerFlagsValidated(t *testing.T) {
 	}
 	if wal.DefaultMergeAfterGenerations >= wal.DefaultMaxPendingGenerations {
 		t.Fatal("the default merge threshold is not below the default cap")
+	}
+}
+
+// The context vector cache: its default, the environment (a size with a unit), 0 = off.
+func TestWorkerFlagsContextVectorCache(t *testing.T) {
+	wf, err := newTestWorkerFlags(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.ContextVectorCacheBytes != worker.DefaultContextVectorCacheBytes {
+		t.Fatalf("default: %d", c.ContextVectorCacheBytes)
+	}
+	t.Setenv("LANCECTX_CONTEXT_VECTOR_CACHE_BYTES", "4GiB")
+	if wf, err = newTestWorkerFlags(t); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.ContextVectorCacheBytes != 4<<30 {
+		t.Fatalf("from env: %d", c.ContextVectorCacheBytes)
+	}
+	if wf, err = newTestWorkerFlags(t, "--context-vector-cache-bytes", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.ContextVectorCacheBytes != -1 {
+		t.Fatalf("0 is off (-1 in worker.Config): %d", c.ContextVectorCacheBytes)
 	}
 }

@@ -1,6 +1,8 @@
-// Package vecindex reads and writes Lance's IVF_FLAT vector index files and trains the
-// IVF centroids (k-means), without knowing about datasets: package lance puts the files
-// under _indices/{uuid}/ and records them in the manifest (lance/ivf.go).
+// Package vecindex reads and writes Lance's IVF_FLAT vector index files, writes IVF_PQ
+// ones (pq.go; LanceDB reads them, lancectx does not search through them yet) and trains
+// the IVF centroids and PQ codebooks (k-means), without knowing about datasets: package
+// lance puts the files under _indices/{uuid}/ and records them in the manifest
+// (lance/ivf.go).
 //
 // # Files (what LanceDB 0.31 writes for IVF_FLAT; both are Lance 2.1 files)
 //

@@ -97,6 +97,12 @@ func (b *Built) offsets() []uint64 {
 
 // WriteIndexFile writes index.idx: the IVF centroids and the (stateless) FLAT sub-index.
 func (b *Built) WriteIndexFile(w io.Writer) (int64, error) {
+	return b.writeIndexFile(w, indexTypeIVFFlat)
+}
+
+// writeIndexFile writes index.idx for an index of type typ (IVF_FLAT or IVF_PQ: the two
+// differ only in the "lance:index" type; both have a FLAT sub-index over their storage).
+func (b *Built) writeIndexFile(w io.Writer, typ string) (int64, error) {
 	s, err := schema.FromArrow(arrow.NewSchema([]arrow.Field{{Name: flatMarkerColumn, Type: arrow.PrimitiveTypes.Uint64}}, nil))
 	if err != nil {
 		return 0, err
@@ -106,13 +112,13 @@ func (b *Built) WriteIndexFile(w io.Writer) (int64, error) {
 	indexJSON, _ := json.Marshal(struct {
 		Type         string `json:"type"`
 		DistanceType string `json:"distance_type"`
-	}{indexTypeIVFFlat, b.Metric.String()})
+	}{typ, b.Metric.String()})
 	loss := b.Loss
 	msg := &ivfMessage{
 		offsets: make([]uint64, b.Partitions()), lengths: make([]uint32, b.Partitions()),
 		centroids: b.Centroids, shape: []uint32{uint32(b.Partitions()), uint32(b.Dim)}, loss: &loss,
 	}
-	return writeFile(w, s, map[string]string{metaIndex: string(indexJSON), metaFlat: string(flatJSON)}, msg.marshal(), nil)
+	return writeFile(w, s, map[string]string{metaIndex: string(indexJSON), metaFlat: string(flatJSON)}, msg.marshal(), nil, nil)
 }
 
 // WriteAuxiliaryFile writes auxiliary.idx: every indexed row (row id, vector) grouped by
@@ -150,7 +156,7 @@ func (b *Built) WriteAuxiliaryFile(w io.Writer) (int64, error) {
 		}
 		return nil
 	}
-	return writeFile(w, s, map[string]string{metaDistance: b.Metric.String(), metaStorage: string(storage)}, msg.marshal(), rows)
+	return writeFile(w, s, map[string]string{metaDistance: b.Metric.String(), metaStorage: string(storage)}, msg.marshal(), nil, rows)
 }
 
 func auxArrowSchema(dim int) *arrow.Schema {
@@ -173,8 +179,9 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // writeFile writes a Lance 2.1 file with the IVF message in global buffer 1 (named by
-// the "lance:ivf" metadata key) and the rows rows writes.
-func writeFile(w io.Writer, s *schema.Schema, meta map[string]string, ivf []byte, rows func(*file.Writer) error) (int64, error) {
+// the "lance:ivf" metadata key), extra in the global buffers after it (2, 3, ...), and
+// the rows rows writes.
+func writeFile(w io.Writer, s *schema.Schema, meta map[string]string, ivf []byte, extra [][]byte, rows func(*file.Writer) error) (int64, error) {
 	s.Metadata = meta
 	// The IVF message is the first global buffer after the file descriptor.
 	s.Metadata[metaIVF] = "1"
@@ -189,6 +196,14 @@ func writeFile(w io.Writer, s *schema.Schema, meta map[string]string, ivf []byte
 	}
 	if gb != 1 {
 		return 0, fmt.Errorf("vecindex: IVF message went to global buffer %d", gb)
+	}
+	for i, x := range extra {
+		if gb, err = fw.AddGlobalBuffer(x); err != nil {
+			return 0, err
+		}
+		if int(gb) != 2+i {
+			return 0, fmt.Errorf("vecindex: global buffer %d went to %d", 2+i, gb)
+		}
 	}
 	if rows != nil {
 		if err := rows(fw); err != nil {
