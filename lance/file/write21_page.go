@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -246,29 +247,75 @@ func w21DictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, w21VarVa
 	if n < w21DictMinValues {
 		return nil, w21VarValues{}, false
 	}
-	// Decide on hashes first, without copying anything: most pages that are not
-	// dictionary material (ids, text) are given up on after a fraction of their bytes.
+	// One pass decides and, as it goes, numbers the distinct values by first sight:
+	// a value's hash finds its number, and its bytes are compared with the first
+	// occurrence's, so a hash collision is caught (then the exact pass below, keyed by
+	// the values themselves, runs instead). Most pages that are not dictionary
+	// material (ids, text) are given up on after a fraction of their bytes, having
+	// copied nothing.
 	limit := w21DictMaxRatio * float64(offsets[n]+uint64(w*(n+1)))
 	seed := maphash.MakeSeed()
-	seen := make(map[uint64]struct{}, 64)
+	seen := make(map[uint64]uint32, 64)
+	first := make([]int, 0, 64) // value index of each distinct value's first occurrence
+	keys := make([]uint32, n)
 	distinctBytes := 0
+	collided := false
 	for i := 0; i < n; i++ {
 		v := data[offsets[i]:offsets[i+1]]
 		h := maphash.Bytes(seed, v)
-		if _, ok := seen[h]; ok {
+		if k, ok := seen[h]; ok {
+			f := first[k]
+			if !bytes.Equal(v, data[offsets[f]:offsets[f+1]]) {
+				collided = true
+				break
+			}
+			keys[i] = k
 			continue
 		}
-		seen[h] = struct{}{}
+		k := uint32(len(first))
+		seen[h] = k
+		first = append(first, i)
+		keys[i] = k
 		distinctBytes += len(v)
-		if float64(distinctBytes+w*len(seen)+w*n) >= limit {
+		if float64(distinctBytes+w*len(first)+w*n) >= limit {
 			return nil, w21VarValues{}, false
 		}
 	}
-	// The dictionary pays: build it (keyed by the values themselves, which hash
-	// collisions cannot confuse).
-	index := make(map[string]uint32, len(seen))
+	if collided {
+		return w21DictionaryEncodeExact(offsets, data, w, limit)
+	}
 	idx := make([]byte, 0, w*n)
-	items := w21VarValues{offsets: make([]uint64, 1, len(seen)+1), data: make([]byte, 0, distinctBytes)}
+	for _, k := range keys {
+		idx = w21AppendUint(idx, uint64(k), w)
+	}
+	items := w21VarValues{offsets: make([]uint64, 1, len(first)+1), data: make([]byte, 0, distinctBytes)}
+	for _, f := range first {
+		items.data = append(items.data, data[offsets[f]:offsets[f+1]]...)
+		items.offsets = append(items.offsets, uint64(len(items.data)))
+	}
+	return idx, items, true
+}
+
+// w21DictionaryEncodeExact is w21DictionaryEncode keyed by the values themselves, for
+// the page whose values' hashes collided: the same decision and the same output.
+func w21DictionaryEncodeExact(offsets []uint64, data []byte, w int, limit float64) ([]byte, w21VarValues, bool) {
+	n := len(offsets) - 1
+	index := make(map[string]uint32, 64)
+	distinctBytes := 0
+	for i := 0; i < n; i++ {
+		v := data[offsets[i]:offsets[i+1]]
+		if _, ok := index[string(v)]; ok {
+			continue
+		}
+		index[string(v)] = uint32(len(index))
+		distinctBytes += len(v)
+		if float64(distinctBytes+w*len(index)+w*n) >= limit {
+			return nil, w21VarValues{}, false
+		}
+	}
+	clear(index)
+	idx := make([]byte, 0, w*n)
+	items := w21VarValues{offsets: make([]uint64, 1, len(index)+1), data: make([]byte, 0, distinctBytes)}
 	for i := 0; i < n; i++ {
 		v := data[offsets[i]:offsets[i+1]]
 		k, ok := index[string(v)]
