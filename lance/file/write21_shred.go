@@ -39,8 +39,10 @@ type w21Layer struct {
 	// alwaysNullable makes the layer nullable in every page, nulls or not (see
 	// newW21Node).
 	alwaysNullable bool
-	// state holds one entry state per entry, nil while every entry is valid.
+	// state holds one entry state per entry, nil while every entry is valid; spare
+	// is the buffer a state of an earlier page left, reused by the next one.
 	state []uint8
+	spare []uint8
 	n     int
 	// lens holds list lengths (0 for null, masked and empty lists).
 	lens []uint32
@@ -58,7 +60,12 @@ func (l *w21Layer) appendStates(st []uint8, n int) {
 		return
 	}
 	if l.state == nil {
-		l.state = make([]uint8, l.n, l.n+n)
+		if cap(l.spare) >= l.n+n {
+			l.state = append(l.spare[:0], make([]uint8, l.n)...)
+			l.spare = nil
+		} else {
+			l.state = make([]uint8, l.n, l.n+n)
+		}
 	}
 	l.state = append(l.state, st...)
 	for _, s := range st {
@@ -73,6 +80,9 @@ func (l *w21Layer) appendStates(st []uint8, n int) {
 }
 
 func (l *w21Layer) reset() {
+	if l.state != nil {
+		l.spare = l.state[:0]
+	}
 	l.state = nil
 	l.n = 0
 	l.lens = l.lens[:0]
