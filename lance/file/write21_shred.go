@@ -321,6 +321,24 @@ func (n *w21Node) states(d arrow.ArrayData, mask []uint8, extra []byte) []uint8 
 	}
 	st = st[:cnt]
 	off := d.Offset()
+	if mask == nil && extra == nil {
+		// The common cases, without the per-entry switch: a column of a batch that
+		// has no value for it (all null), or one with some nulls.
+		if d.NullN() == cnt {
+			for i := range st {
+				st[i] = w21Null
+			}
+		} else {
+			for i := range st {
+				st[i] = w21Valid
+				if !bitutil.BitIsSet(own, off+i) {
+					st[i] = w21Null
+				}
+			}
+		}
+		n.st = st
+		return st
+	}
 	for i := 0; i < cnt; i++ {
 		switch {
 		case mask != nil && mask[i] != 0:
