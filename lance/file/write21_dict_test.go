@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"testing"
 )
@@ -56,6 +57,51 @@ func TestW21DictionaryEncodePaths(t *testing.T) {
 						t.Fatalf("%s: value %d decodes to %q, want %q", name, i, got, data[offsets[i]:offsets[i+1]])
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestW21DictionaryEncodeLookalikes gives the encoder long values that differ only
+// where its fingerprint does not look (same length, first, middle and last spans):
+// a few of them (chained, compared byte for byte) and many (past w21MaxChain, the
+// exact fallback). Both must encode like the exact encoder and decode to the page.
+func TestW21DictionaryEncodeLookalikes(t *testing.T) {
+	for _, distinct := range []int{3, w21MaxChain + 5} {
+		base := bytes.Repeat([]byte("abcdefgh"), 40) // 320 bytes
+		vals := make([][]byte, distinct)
+		for i := range vals {
+			v := bytes.Clone(base)
+			v[40] = byte('A' + i) // outside the sampled spans
+			vals[i] = v
+		}
+		seed := maphash.MakeSeed()
+		if w21Fingerprint(seed, vals[0]) != w21Fingerprint(seed, vals[1]) {
+			t.Fatal("the lookalikes do not share a fingerprint; the test no longer tests chains")
+		}
+		offsets := []uint64{0}
+		var data []byte
+		for i := range 1000 {
+			data = append(data, vals[(i*7)%distinct]...)
+			offsets = append(offsets, uint64(len(data)))
+		}
+		n := len(offsets) - 1
+		limit := w21DictMaxRatio * float64(offsets[n]+uint64(8*(n+1)))
+		idx, items, ok := w21DictionaryEncode(offsets, data, 8)
+		xidx, xitems, xok := w21DictionaryEncodeExact(offsets, data, 8, limit)
+		if !ok || !xok {
+			t.Fatalf("distinct=%d: dictionary not chosen (%v, exact %v)", distinct, ok, xok)
+		}
+		if got := len(items.offsets) - 1; got != distinct {
+			t.Fatalf("distinct=%d: dictionary of %d values", distinct, got)
+		}
+		if !bytes.Equal(idx, xidx) || !bytes.Equal(items.data, xitems.data) {
+			t.Fatalf("distinct=%d: encodings differ from the exact one", distinct)
+		}
+		for i := range n {
+			k := w21ReadUint(idx[i*8:], 8)
+			if !bytes.Equal(items.data[items.offsets[k]:items.offsets[k+1]], data[offsets[i]:offsets[i+1]]) {
+				t.Fatalf("distinct=%d: value %d decodes wrong", distinct, i)
 			}
 		}
 	}

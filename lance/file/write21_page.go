@@ -247,34 +247,59 @@ func w21DictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, w21VarVa
 	if n < w21DictMinValues {
 		return nil, w21VarValues{}, false
 	}
-	// One pass decides and, as it goes, numbers the distinct values by first sight:
-	// a value's hash finds its number, and its bytes are compared with the first
-	// occurrence's, so a hash collision is caught (then the exact pass below, keyed by
-	// the values themselves, runs instead). Most pages that are not dictionary
-	// material (ids, text) are given up on after a fraction of their bytes, having
-	// copied nothing.
+	// One pass decides and, as it goes, numbers the distinct values by first sight.
+	// A value is looked up by a fingerprint (its length and, for long values, a few
+	// sampled spans rather than every byte: text pages are mostly long unique values,
+	// and hashing all of them was most of this function's cost) and then compared
+	// byte for byte with the earlier distinct values of that fingerprint, chained. A
+	// long chain (values alike where the fingerprint looks) gives up on fingerprints
+	// for the exact pass below, keyed by the values themselves; the result is the same
+	// either way. Most pages that are not dictionary material (ids, text) are given up
+	// on after a fraction of their values, having copied nothing.
 	limit := w21DictMaxRatio * float64(offsets[n]+uint64(w*(n+1)))
 	seed := maphash.MakeSeed()
-	seen := make(map[uint64]uint32, 64)
-	first := make([]int, 0, 64) // value index of each distinct value's first occurrence
+	seen := make(map[uint64]uint32, 64) // fingerprint -> last distinct value with it
+	first := make([]int, 0, 64)         // value index of each distinct value's first occurrence
+	chain := make([]int32, 0, 64)       // per distinct value: the previous one of its fingerprint, or -1
 	keys := make([]uint32, n)
 	distinctBytes := 0
 	collided := false
-	for i := 0; i < n; i++ {
+	for i := 0; i < n && !collided; i++ {
 		v := data[offsets[i]:offsets[i+1]]
-		h := maphash.Bytes(seed, v)
-		if k, ok := seen[h]; ok {
+		if i > 0 && bytes.Equal(v, data[offsets[i-1]:offsets[i]]) {
+			keys[i] = keys[i-1] // a run: no lookup
+			continue
+		}
+		h := w21Fingerprint(seed, v)
+		k, ok := seen[h]
+		found := false
+		for hops := 0; ok; hops++ {
 			f := first[k]
-			if !bytes.Equal(v, data[offsets[f]:offsets[f+1]]) {
+			if bytes.Equal(v, data[offsets[f]:offsets[f+1]]) {
+				found = true
+				break
+			}
+			if hops == w21MaxChain {
 				collided = true
 				break
 			}
+			if chain[k] < 0 {
+				break
+			}
+			k = uint32(chain[k])
+		}
+		if found {
 			keys[i] = k
 			continue
 		}
-		k := uint32(len(first))
+		prev := int32(-1)
+		if ok {
+			prev = int32(seen[h])
+		}
+		k = uint32(len(first))
 		seen[h] = k
 		first = append(first, i)
+		chain = append(chain, prev)
 		keys[i] = k
 		distinctBytes += len(v)
 		if float64(distinctBytes+w*len(first)+w*n) >= limit {
@@ -294,6 +319,31 @@ func w21DictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, w21VarVa
 		items.offsets = append(items.offsets, uint64(len(items.data)))
 	}
 	return idx, items, true
+}
+
+// w21MaxChain bounds the distinct values of one fingerprint compared with a value
+// before the dictionary encoder switches to exact keys.
+const w21MaxChain = 8
+
+// w21FingerprintSpan is the length of the spans w21Fingerprint samples; values up to
+// three spans long are hashed whole.
+const w21FingerprintSpan = 32
+
+// w21Fingerprint hashes the length of v and, when v is longer than three spans, its
+// first, middle and last span only: equal values have equal fingerprints, and values
+// that differ only elsewhere are told apart by comparing them.
+func w21Fingerprint(seed maphash.Seed, v []byte) uint64 {
+	const s = w21FingerprintSpan
+	if len(v) <= 3*s {
+		return maphash.Bytes(seed, v)
+	}
+	var buf [3*s + 8]byte
+	copy(buf[:s], v[:s])
+	mid := len(v)/2 - s/2
+	copy(buf[s:2*s], v[mid:mid+s])
+	copy(buf[2*s:3*s], v[len(v)-s:])
+	binary.LittleEndian.PutUint64(buf[3*s:], uint64(len(v)))
+	return maphash.Bytes(seed, buf[:])
 }
 
 // w21DictionaryEncodeExact is w21DictionaryEncode keyed by the values themselves, for
