@@ -86,6 +86,12 @@ func (w *Writer) flushLeaf21(lf *w21Leaf) error {
 }
 
 func (w *Writer) encodePage21(lf *w21Leaf) error {
+	if ly := &lf.layers[0]; len(lf.layers) == 1 && !ly.list && ly.n > 0 && ly.nulls == ly.n {
+		// A top-level leaf whose page holds only nulls (a column the rows do not
+		// have, the common case of a wide schema): the all-null page below, without
+		// computing the levels it does not store.
+		return w.writePage21(lf.col, lf.rows, lf.pageRow, w21AllNullItemPage())
+	}
 	lv, err := lf.computeLevels()
 	if err != nil {
 		return err
@@ -554,8 +560,7 @@ func (w *Writer) writeAllNull21(lf *w21Leaf, lv *w21Levels) error {
 	layout := &pb.ConstantLayout{Layers: lv.layers}
 	page := &pb.PageLayout{Layout: &pb.PageLayout_ConstantLayout{ConstantLayout: layout}}
 	if len(lf.layers) == 1 && lv.rep == nil {
-		layout.Layers = []pb.RepDefLayer{pb.RepDefLayer_REPDEF_NULLABLE_ITEM}
-		return w.writePage21(lf.col, lf.rows, lf.pageRow, page)
+		return w.writePage21(lf.col, lf.rows, lf.pageRow, w21AllNullItemPage())
 	}
 	u16 := func(l []uint16) []byte {
 		out := make([]byte, 0, 2*len(l))
@@ -565,6 +570,13 @@ func (w *Writer) writeAllNull21(lf *w21Leaf, lv *w21Levels) error {
 		return out
 	}
 	return w.writePage21(lf.col, lf.rows, lf.pageRow, page, u16(lv.rep), u16(lv.def))
+}
+
+// w21AllNullItemPage is the layout of an all-null page of a leaf without parents: a
+// constant layout of one nullable item layer, no buffers.
+func w21AllNullItemPage() *pb.PageLayout {
+	return &pb.PageLayout{Layout: &pb.PageLayout_ConstantLayout{ConstantLayout: &pb.ConstantLayout{
+		Layers: []pb.RepDefLayer{pb.RepDefLayer_REPDEF_NULLABLE_ITEM}}}}
 }
 
 // w21ByteWidth is the width Lance's byte packer picks for integers up to max: 0, 1, 2, 4
