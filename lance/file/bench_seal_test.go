@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -150,13 +148,4 @@ func benchSeal21(b *testing.B, entries, rows int) {
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*total), "cpu-ns/row")
 	b.ReportMetric(float64(size)/float64(total), "filebytes/row")
 	b.ReportMetric(0, "ns/op")
-}
-
-// processCPU is the user+system CPU time of this process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
