@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -62,7 +63,7 @@ func sealBatches(tb testing.TB, entries, rows int) []arrow.RecordBatch {
 			tb.Fatal(err)
 		}
 		rec.Release()
-		recs, err := rollout.ParseAppendArrow(buf.Bytes(), rollout.DecodeOptions{})
+		recs, err := rollout.ParseAppendArrow(buf.Bytes(), rollout.DecodeOptions{Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
 		if err != nil {
 			tb.Fatal(err)
 		}
