@@ -3,9 +3,11 @@ package file
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -161,5 +163,39 @@ func TestWrite21PooledBuffers(t *testing.T) {
 			t.Fatalf("round %d: rows read back differ from those written", round)
 		}
 		got.Release()
+	}
+	// Seals of several shards run at once: concurrent writers share the pool.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for range 3 {
+				var buf bytes.Buffer
+				w, err := NewWriter(&buf, s, opts)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, r := range recs {
+					if err := w.Write(r); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if _, err := w.Close(); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(buf.Bytes(), first) {
+					errs <- errors.New("a concurrent writer made a different file")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
