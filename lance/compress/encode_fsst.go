@@ -478,7 +478,12 @@ func EncodeFSSTTable(offsets []uint64, data []byte) *EncodedFSSTTable {
 	bestSize := -1
 	for frac := 8; ; frac += 30 {
 		c.one = [encFsstCodes]uint32{}
-		clear(c.two)
+		if frac > 8 && frac < 128 {
+			// Pairs are counted only before the last round; the first round's are
+			// zero already. (The pair counts are 1 MiB: clearing them every round
+			// and allocating them twice was a good part of training a page.)
+			clear(c.two)
+		}
 		size := t.count(sample, frac, c)
 		if frac >= 128 {
 			// Only the last round compresses the whole sample: compare tables there.
@@ -494,8 +499,7 @@ func EncodeFSSTTable(offsets []uint64, data []byte) *EncodedFSSTTable {
 	c.one = bestCounts
 	final := best.clone()
 	final.makeTable(c, 128)
-	var finalCounts encFsstCounters
-	finalCounts.two = make([]uint32, encFsstCodes*encFsstCodes)
+	var finalCounts encFsstCounters // counting the whole sample (128) counts no pairs
 	if final.count(sample, 128, &finalCounts) > bestSize {
 		final = best
 	}

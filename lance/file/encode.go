@@ -184,6 +184,15 @@ func checkItems(f *schema.Field, values arrow.Array, first, last int64, path str
 	if first < 0 || last < first || last > int64(values.Len()) {
 		return fmt.Errorf("lance file: column %q: list offsets [%d,%d) outside %d items", path, first, last, values.Len())
 	}
+	if first == last {
+		// No items to check; their type was compared with the list's (sameShape
+		// recurses into list items). Lists that are all null or empty, common in
+		// ingest batches, take no slice.
+		return nil
+	}
+	if first == 0 && last == int64(values.Len()) {
+		return checkArray(f.Children[0], values, path+"[]")
+	}
 	vals := array.NewSlice(values, first, last)
 	defer vals.Release()
 	return checkArray(f.Children[0], vals, path+"[]")

@@ -92,13 +92,16 @@ func newW21Writer(s *schema.Schema, pageBytes int, varBytes []int64) (*w21Writer
 	for _, lf := range w.leaves {
 		lf.limit = pageBytes
 	}
+	w.takeBufs()
 	for i, n := range w.roots {
 		if i < len(varBytes) && varBytes[i] > 0 && n.leaf != nil && n.leaf.kind == w21LeafVar {
 			// The page buffer at its final size at once, instead of doubling up to it
 			// (which allocated and copied about twice the page). A page is flushed
 			// once it holds more than pageBytes, so it may overshoot by an append:
 			// a quarter more keeps the last append of a full page from regrowing it.
-			n.leaf.data = make([]byte, 0, min(varBytes[i], int64(pageBytes)+int64(pageBytes)/4))
+			if want := min(varBytes[i], int64(pageBytes)+int64(pageBytes)/4); int64(cap(n.leaf.data)) < want {
+				n.leaf.data = make([]byte, 0, want)
+			}
 		}
 	}
 	return w, nil

@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -85,6 +86,12 @@ func (w *Writer) flushLeaf21(lf *w21Leaf) error {
 }
 
 func (w *Writer) encodePage21(lf *w21Leaf) error {
+	if ly := &lf.layers[0]; len(lf.layers) == 1 && !ly.list && ly.n > 0 && ly.nulls == ly.n {
+		// A top-level leaf whose page holds only nulls (a column the rows do not
+		// have, the common case of a wide schema): the all-null page below, without
+		// computing the levels it does not store.
+		return w.writePage21(lf.col, lf.rows, lf.pageRow, w21AllNullItemPage())
+	}
 	lv, err := lf.computeLevels()
 	if err != nil {
 		return err
@@ -246,29 +253,125 @@ func w21DictionaryEncode(offsets []uint64, data []byte, w int) ([]byte, w21VarVa
 	if n < w21DictMinValues {
 		return nil, w21VarValues{}, false
 	}
-	// Decide on hashes first, without copying anything: most pages that are not
-	// dictionary material (ids, text) are given up on after a fraction of their bytes.
+	// One pass decides and, as it goes, numbers the distinct values by first sight.
+	// A value is looked up by a fingerprint (its length and, for long values, a few
+	// sampled spans rather than every byte: text pages are mostly long unique values,
+	// and hashing all of them was most of this function's cost) and then compared
+	// byte for byte with the earlier distinct values of that fingerprint, chained. A
+	// long chain (values alike where the fingerprint looks) gives up on fingerprints
+	// for the exact pass below, keyed by the values themselves; the result is the same
+	// either way. Most pages that are not dictionary material (ids, text) are given up
+	// on after a fraction of their values, having copied nothing.
 	limit := w21DictMaxRatio * float64(offsets[n]+uint64(w*(n+1)))
 	seed := maphash.MakeSeed()
-	seen := make(map[uint64]struct{}, 64)
+	seen := make(map[uint64]uint32, 64) // fingerprint -> last distinct value with it
+	first := make([]int, 0, 64)         // value index of each distinct value's first occurrence
+	chain := make([]int32, 0, 64)       // per distinct value: the previous one of its fingerprint, or -1
+	keys := make([]uint32, n)
 	distinctBytes := 0
-	for i := 0; i < n; i++ {
+	collided := false
+	for i := 0; i < n && !collided; i++ {
 		v := data[offsets[i]:offsets[i+1]]
-		h := maphash.Bytes(seed, v)
-		if _, ok := seen[h]; ok {
+		if i > 0 && bytes.Equal(v, data[offsets[i-1]:offsets[i]]) {
+			keys[i] = keys[i-1] // a run: no lookup
 			continue
 		}
-		seen[h] = struct{}{}
+		h := w21Fingerprint(seed, v)
+		k, ok := seen[h]
+		found := false
+		for hops := 0; ok; hops++ {
+			f := first[k]
+			if bytes.Equal(v, data[offsets[f]:offsets[f+1]]) {
+				found = true
+				break
+			}
+			if hops == w21MaxChain {
+				collided = true
+				break
+			}
+			if chain[k] < 0 {
+				break
+			}
+			k = uint32(chain[k])
+		}
+		if found {
+			keys[i] = k
+			continue
+		}
+		prev := int32(-1)
+		if ok {
+			prev = int32(seen[h])
+		}
+		k = uint32(len(first))
+		seen[h] = k
+		first = append(first, i)
+		chain = append(chain, prev)
+		keys[i] = k
 		distinctBytes += len(v)
-		if float64(distinctBytes+w*len(seen)+w*n) >= limit {
+		if float64(distinctBytes+w*len(first)+w*n) >= limit {
 			return nil, w21VarValues{}, false
 		}
 	}
-	// The dictionary pays: build it (keyed by the values themselves, which hash
-	// collisions cannot confuse).
-	index := make(map[string]uint32, len(seen))
+	if collided {
+		return w21DictionaryEncodeExact(offsets, data, w, limit)
+	}
 	idx := make([]byte, 0, w*n)
-	items := w21VarValues{offsets: make([]uint64, 1, len(seen)+1), data: make([]byte, 0, distinctBytes)}
+	for _, k := range keys {
+		idx = w21AppendUint(idx, uint64(k), w)
+	}
+	items := w21VarValues{offsets: make([]uint64, 1, len(first)+1), data: make([]byte, 0, distinctBytes)}
+	for _, f := range first {
+		items.data = append(items.data, data[offsets[f]:offsets[f+1]]...)
+		items.offsets = append(items.offsets, uint64(len(items.data)))
+	}
+	return idx, items, true
+}
+
+// w21MaxChain bounds the distinct values of one fingerprint compared with a value
+// before the dictionary encoder switches to exact keys.
+const w21MaxChain = 8
+
+// w21FingerprintSpan is the length of the spans w21Fingerprint samples; values up to
+// three spans long are hashed whole.
+const w21FingerprintSpan = 32
+
+// w21Fingerprint hashes the length of v and, when v is longer than three spans, its
+// first, middle and last span only: equal values have equal fingerprints, and values
+// that differ only elsewhere are told apart by comparing them.
+func w21Fingerprint(seed maphash.Seed, v []byte) uint64 {
+	const s = w21FingerprintSpan
+	if len(v) <= 3*s {
+		return maphash.Bytes(seed, v)
+	}
+	var buf [3*s + 8]byte
+	copy(buf[:s], v[:s])
+	mid := len(v)/2 - s/2
+	copy(buf[s:2*s], v[mid:mid+s])
+	copy(buf[2*s:3*s], v[len(v)-s:])
+	binary.LittleEndian.PutUint64(buf[3*s:], uint64(len(v)))
+	return maphash.Bytes(seed, buf[:])
+}
+
+// w21DictionaryEncodeExact is w21DictionaryEncode keyed by the values themselves, for
+// the page whose values' hashes collided: the same decision and the same output.
+func w21DictionaryEncodeExact(offsets []uint64, data []byte, w int, limit float64) ([]byte, w21VarValues, bool) {
+	n := len(offsets) - 1
+	index := make(map[string]uint32, 64)
+	distinctBytes := 0
+	for i := 0; i < n; i++ {
+		v := data[offsets[i]:offsets[i+1]]
+		if _, ok := index[string(v)]; ok {
+			continue
+		}
+		index[string(v)] = uint32(len(index))
+		distinctBytes += len(v)
+		if float64(distinctBytes+w*len(index)+w*n) >= limit {
+			return nil, w21VarValues{}, false
+		}
+	}
+	clear(index)
+	idx := make([]byte, 0, w*n)
+	items := w21VarValues{offsets: make([]uint64, 1, len(index)+1), data: make([]byte, 0, distinctBytes)}
 	for i := 0; i < n; i++ {
 		v := data[offsets[i]:offsets[i+1]]
 		k, ok := index[string(v)]
@@ -457,8 +560,7 @@ func (w *Writer) writeAllNull21(lf *w21Leaf, lv *w21Levels) error {
 	layout := &pb.ConstantLayout{Layers: lv.layers}
 	page := &pb.PageLayout{Layout: &pb.PageLayout_ConstantLayout{ConstantLayout: layout}}
 	if len(lf.layers) == 1 && lv.rep == nil {
-		layout.Layers = []pb.RepDefLayer{pb.RepDefLayer_REPDEF_NULLABLE_ITEM}
-		return w.writePage21(lf.col, lf.rows, lf.pageRow, page)
+		return w.writePage21(lf.col, lf.rows, lf.pageRow, w21AllNullItemPage())
 	}
 	u16 := func(l []uint16) []byte {
 		out := make([]byte, 0, 2*len(l))
@@ -468,6 +570,13 @@ func (w *Writer) writeAllNull21(lf *w21Leaf, lv *w21Levels) error {
 		return out
 	}
 	return w.writePage21(lf.col, lf.rows, lf.pageRow, page, u16(lv.rep), u16(lv.def))
+}
+
+// w21AllNullItemPage is the layout of an all-null page of a leaf without parents: a
+// constant layout of one nullable item layer, no buffers.
+func w21AllNullItemPage() *pb.PageLayout {
+	return &pb.PageLayout{Layout: &pb.PageLayout_ConstantLayout{ConstantLayout: &pb.ConstantLayout{
+		Layers: []pb.RepDefLayer{pb.RepDefLayer_REPDEF_NULLABLE_ITEM}}}}
 }
 
 // w21ByteWidth is the width Lance's byte packer picks for integers up to max: 0, 1, 2, 4

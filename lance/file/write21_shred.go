@@ -39,8 +39,10 @@ type w21Layer struct {
 	// alwaysNullable makes the layer nullable in every page, nulls or not (see
 	// newW21Node).
 	alwaysNullable bool
-	// state holds one entry state per entry, nil while every entry is valid.
+	// state holds one entry state per entry, nil while every entry is valid; spare
+	// is the buffer a state of an earlier page left, reused by the next one.
 	state []uint8
+	spare []uint8
 	n     int
 	// lens holds list lengths (0 for null, masked and empty lists).
 	lens []uint32
@@ -58,7 +60,12 @@ func (l *w21Layer) appendStates(st []uint8, n int) {
 		return
 	}
 	if l.state == nil {
-		l.state = make([]uint8, l.n, l.n+n)
+		if cap(l.spare) >= l.n+n {
+			l.state = append(l.spare[:0], make([]uint8, l.n)...)
+			l.spare = nil
+		} else {
+			l.state = make([]uint8, l.n, l.n+n)
+		}
 	}
 	l.state = append(l.state, st...)
 	for _, s := range st {
@@ -73,6 +80,9 @@ func (l *w21Layer) appendStates(st []uint8, n int) {
 }
 
 func (l *w21Layer) reset() {
+	if l.state != nil {
+		l.spare = l.state[:0]
+	}
 	l.state = nil
 	l.n = 0
 	l.lens = l.lens[:0]
@@ -311,6 +321,24 @@ func (n *w21Node) states(d arrow.ArrayData, mask []uint8, extra []byte) []uint8 
 	}
 	st = st[:cnt]
 	off := d.Offset()
+	if mask == nil && extra == nil {
+		// The common cases, without the per-entry switch: a column of a batch that
+		// has no value for it (all null), or one with some nulls.
+		if d.NullN() == cnt {
+			for i := range st {
+				st[i] = w21Null
+			}
+		} else {
+			for i := range st {
+				st[i] = w21Valid
+				if !bitutil.BitIsSet(own, off+i) {
+					st[i] = w21Null
+				}
+			}
+		}
+		n.st = st
+		return st
+	}
 	for i := 0; i < cnt; i++ {
 		switch {
 		case mask != nil && mask[i] != 0:

@@ -349,6 +349,9 @@ func (w *Writer) Close() (FileInfo, error) {
 		w.err = fmt.Errorf("lance file: close: %w", err)
 		return FileInfo{}, w.err
 	}
+	if w.v21 != nil {
+		w.v21.releaseBufs()
+	}
 	return info, nil
 }
 
