@@ -294,6 +294,10 @@ type manifestUpdate struct {
 	create bool
 	// edit changes next (a clone of the latest, or a fresh manifest); errNoChange skips.
 	edit func(next *Manifest) error
+	// known, if set, is the version the caller believes is the latest (the shard's own
+	// manifest in memory): the first attempt builds on it without reading the store.
+	// The put is still conditional, so a stale one costs a lost race and a re-read.
+	known *Manifest
 }
 
 // updateManifest applies u on top of the latest version with compare-and-swap,
@@ -302,9 +306,14 @@ type manifestUpdate struct {
 func updateManifest(ctx context.Context, st objstore.Store, u manifestUpdate) (*Manifest, error) {
 	txn := uuid.NewString()
 	for attempt := 1; ; attempt++ {
-		cur, err := readLatestManifest(ctx, st, u.shard)
-		if err != nil {
-			return nil, err
+		var cur *Manifest
+		if attempt == 1 && u.known != nil {
+			cur = u.known
+		} else {
+			var err error
+			if cur, err = readLatestManifest(ctx, st, u.shard); err != nil {
+				return nil, err
+			}
 		}
 		if cur != nil && cur.Txn == txn {
 			return cur, nil // an earlier attempt that reported failure did land

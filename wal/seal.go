@@ -135,8 +135,14 @@ func (s *Shard) sealOne(mt *memtable) error {
 		return err
 	}
 	g := *mt.genWritten
+	s.mu.Lock()
+	known := s.manifest
+	s.mu.Unlock()
+	// The shard is the only writer of its manifest but for merges' drops, so the
+	// version it knows is nearly always the latest: the conditional put on top of it
+	// saves a listing and a read per seal, and a drop in between costs one retry.
 	m, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID, epoch: s.epoch,
-		incarnation: s.opts.Incarnation,
+		incarnation: s.opts.Incarnation, known: known,
 		edit: func(next *Manifest) error {
 			if next.SealedThroughSeq >= g.LastSeq {
 				return errNoChange // an earlier attempt landed
