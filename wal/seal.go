@@ -324,23 +324,18 @@ func (s *Shard) Flush(ctx context.Context) error {
 // of retired files happens once, when their grace ends.
 func (s *Shard) housekeeping() {
 	last := s.lastRefresh.Load()
-	if s.lastActivity.Load() > last && time.Since(time.Unix(0, last)) >= pendingRefreshEvery {
+	if s.lastActivity.Load() > last && time.Since(time.Unix(0, last)) >= pendingRefreshEvery && s.refreshing.CompareAndSwap(false, true) {
+		// In the background: seals (and the appends waiting for them) do not wait for
+		// the listing and the other shards' manifests.
 		s.lastRefresh.Store(time.Now().UnixNano())
-		ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
-		sealed, merged := s.lastSealOK.Load(), s.lastMergeOK.Load()
-		if p, err := PendingGenerations(ctx, s.st); err == nil {
-			local := p.PerShard[s.id]
-			s.othersPending.Store(int64(p.Generations - local))
-			if s.lastSealOK.Load() == sealed && s.lastMergeOK.Load() == merged {
-				// Not when this shard sealed or merged meanwhile: its own count is newer.
-				s.localPending.Store(int64(local))
-			}
-			s.met.pendingSample.Observe(float64(p.Generations))
-			if p.Base != nil {
-				s.noteBase(p.Base)
-			}
-		}
-		cancel()
+		s.bgWG.Add(1)
+		go func() {
+			defer s.bgWG.Done()
+			defer s.refreshing.Store(false)
+			ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
+			defer cancel()
+			s.refreshPending(ctx)
+		}()
 	}
 	if time.Since(time.Unix(0, s.lastRetire.Load())) >= pendingRefreshEvery && s.retiredDue() {
 		s.lastRetire.Store(time.Now().UnixNano())
@@ -360,6 +355,57 @@ func (s *Shard) housekeeping() {
 			}
 		}()
 	}
+}
+
+// refreshPending counts the pending generations of the dataset: the other shards'
+// through the Reader's manifest cache (a listing each, a read when one changed), this
+// shard's from the manifest it holds.
+func (s *Shard) refreshPending(ctx context.Context) {
+	sealed, merged := s.lastSealOK.Load(), s.lastMergeOK.Load()
+	_, own := s.views()
+	base, err := s.reader.latestBase(ctx)
+	if err != nil {
+		s.refreshFailures.Add(1)
+		return
+	}
+	skip := ""
+	if own != nil {
+		skip = s.id
+	}
+	manifests, _, err := readAllManifestsBut(ctx, s.st, s.reader.manifests, skip)
+	if err != nil {
+		s.refreshFailures.Add(1)
+		return
+	}
+	if own != nil {
+		manifests[s.id] = own
+	}
+	meta := base.TableMetadata()
+	inc := Incarnation(base)
+	var local, total int64
+	for shard, m := range manifests {
+		if m.Incarnation != inc {
+			continue // a writer of a deleted incarnation left it
+		}
+		w, err := watermark(meta, shard)
+		if err != nil {
+			s.refreshFailures.Add(1)
+			return
+		}
+		n := int64(m.pendingAbove(w))
+		total += n
+		if shard == s.id {
+			local = n
+		}
+	}
+	s.othersPending.Store(total - local)
+	if s.lastSealOK.Load() == sealed && s.lastMergeOK.Load() == merged {
+		// Not when this shard sealed or merged meanwhile: its own count is newer.
+		s.localPending.Store(local)
+	}
+	s.met.pendingSample.Observe(float64(total))
+	s.refreshFailures.Store(0)
+	s.lastRefreshOK.Store(time.Now().UnixNano())
 }
 
 // retiredDue reports whether a retired generation file's grace has ended (memory only).
