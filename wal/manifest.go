@@ -298,7 +298,13 @@ type manifestUpdate struct {
 	// manifest in memory): the first attempt builds on it without reading the store.
 	// The put is still conditional, so a stale one costs a lost race and a re-read.
 	known *Manifest
+	// noPrune leaves the pruning of old versions to the caller (a seal prunes after
+	// it woke its waiters; see pruneDue).
+	noPrune bool
 }
+
+// pruneDue reports whether writing version v should prune the older versions.
+func pruneDue(v uint64) bool { return v%manifestKeep == 0 }
 
 // updateManifest applies u on top of the latest version with compare-and-swap,
 // re-reading and reapplying after a lost race. It returns the manifest it wrote, or the
@@ -351,7 +357,7 @@ func updateManifest(ctx context.Context, st objstore.Store, u manifestUpdate) (*
 		}
 		err = st.PutIfAbsent(ctx, manifestKey(u.shard, next.Version), bytes.NewReader(buf))
 		if err == nil {
-			if next.Version%manifestKeep == 0 {
+			if !u.noPrune && pruneDue(next.Version) {
 				pruneManifests(ctx, st, u.shard, next.Version)
 			}
 			return next, nil

@@ -142,7 +142,7 @@ func (s *Shard) sealOne(mt *memtable) error {
 	// version it knows is nearly always the latest: the conditional put on top of it
 	// saves a listing and a read per seal, and a drop in between costs one retry.
 	m, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID, epoch: s.epoch,
-		incarnation: s.opts.Incarnation, known: known,
+		incarnation: s.opts.Incarnation, known: known, noPrune: true,
 		edit: func(next *Manifest) error {
 			if next.SealedThroughSeq >= g.LastSeq {
 				return errNoChange // an earlier attempt landed
@@ -188,6 +188,9 @@ func (s *Shard) sealOne(mt *memtable) error {
 	s.mu.Unlock()
 	s.met.sealDuration.Observe(time.Since(start).Seconds())
 	s.met.generationsSealed.Inc()
+	if pruneDue(m.Version) {
+		pruneManifests(ctx, s.st, s.id, m.Version)
+	}
 	// The entries are inside the generation now; deleting them is best effort (a
 	// leftover is skipped by replay and removed by the next Open).
 	keys := make([]string, 0, v.lastSeq-v.firstSeq+1)
