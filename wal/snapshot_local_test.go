@@ -116,3 +116,35 @@ func TestSnapshotLocalManifestFromMemory(t *testing.T) {
 	want["after-merge"] = 7
 	expectKeys(t, readAll(t, hs, s), want)
 }
+
+// TestRefreshPendingCountsOthersWithoutOwnManifest: the background count of pending
+// generations sees the other shards' seals and this shard's own from memory, without
+// a request for this shard's manifest.
+func TestRefreshPendingCountsOthersWithoutOwnManifest(t *testing.T) {
+	log := &requestLog{}
+	hs := &hookStore{Store: memDataset(t)}
+	s := openShard(t, testOptions(hs, "w0"))
+	other := openShard(t, testOptions(hs, "w1"))
+	appendRows(t, s, rowsOf("s", 0, 5, 1)...)
+	flush(t, s)
+	for i := range 2 {
+		appendRows(t, other, rowsOf("o", i*5, i*5+5, 1)...)
+		flush(t, other)
+	}
+	s.othersPending.Store(0)
+	hs.set(log.record)
+	s.refreshPending(context.Background())
+	ops := log.take()
+	if got := s.othersPending.Load(); got != 2 {
+		t.Fatalf("others pending %d, want 2", got)
+	}
+	if got := s.localPending.Load(); got != 1 {
+		t.Fatalf("local pending %d, want 1", got)
+	}
+	if s.refreshFailures.Load() != 0 || s.lastRefreshOK.Load() == 0 {
+		t.Fatalf("refresh failures %d, last success %d", s.refreshFailures.Load(), s.lastRefreshOK.Load())
+	}
+	if n := under(ops, manifestDir(s.ID())); n != 0 {
+		t.Fatalf("the refresh made %d requests for the shard's own manifest: %q", n, ops)
+	}
+}
