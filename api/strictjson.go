@@ -114,6 +114,13 @@ func (d *JSONDecoder) Unmarshal(data []byte, v any) error {
 	if err := d.Check(data); err != nil {
 		return err
 	}
+	if req, ok := v.(*AddDatagenEventsRequest); ok {
+		var fast AddDatagenEventsRequest
+		if decodeDatagenAppend(data, &fast) {
+			*req = fast
+			return nil
+		}
+	}
 	// Check refused unknown keys and trailing data already; json.Unmarshal decodes
 	// data in place, where a json.Decoder would first copy it into its own buffer.
 	if err := json.Unmarshal(data, v); err != nil {
