@@ -192,17 +192,50 @@ func (s *Shard) sealOne(mt *memtable) error {
 		pruneManifests(ctx, s.st, s.id, m.Version)
 	}
 	// The entries are inside the generation now; deleting them is best effort (a
-	// leftover is skipped by replay and removed by the next Open).
+	// leftover is skipped by replay and removed by the next Open), and in the
+	// background: the next seal, which appends wait for, does not wait for it.
 	keys := make([]string, 0, v.lastSeq-v.firstSeq+1)
 	for seq := v.firstSeq; seq <= v.lastSeq; seq++ {
 		keys = append(keys, entryKey(s.id, seq))
 	}
-	if err := objstore.DeleteAll(ctx, s.st, keys, 0); err != nil {
-		s.log.Warn("wal: delete sealed entries", "err", err, "first_seq", v.firstSeq, "last_seq", v.lastSeq)
-	}
+	s.deleteEntries(keys)
 	s.log.Debug("wal: sealed generation", "gen", g.Gen, "rows", g.Rows, "bytes", g.Bytes,
 		"first_seq", g.FirstSeq, "last_seq", g.LastSeq, "seconds", time.Since(start).Seconds())
 	return nil
+}
+
+// deleteEntries deletes sealed WAL entries in the background: one goroutine at a
+// time, which takes whatever the seals queued meanwhile. Close waits for it (it is
+// not cancelled by Close: a sealing close leaves no sealed entry behind).
+func (s *Shard) deleteEntries(keys []string) {
+	s.delMu.Lock()
+	s.delQueue = append(s.delQueue, keys...)
+	if s.delRunning {
+		s.delMu.Unlock()
+		return
+	}
+	s.delRunning = true
+	s.delMu.Unlock()
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		for {
+			s.delMu.Lock()
+			batch := s.delQueue
+			s.delQueue = nil
+			if len(batch) == 0 {
+				s.delRunning = false
+				s.delMu.Unlock()
+				return
+			}
+			s.delMu.Unlock()
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtxOrBackground()), s.opts.OpTimeout)
+			if err := objstore.DeleteAll(ctx, s.st, batch, 0); err != nil {
+				s.log.Warn("wal: delete sealed entries", "err", err, "entries", len(batch))
+			}
+			cancel()
+		}
+	}()
 }
 
 func (s *Shard) bgCtxOrBackground() context.Context {

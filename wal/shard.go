@@ -264,6 +264,10 @@ type Shard struct {
 	lastActivity atomic.Int64
 	lastRetire   atomic.Int64 // last attempt to delete retired generation files
 	refreshing   atomic.Bool  // a pending refresh runs (one at a time)
+	// delQueue holds sealed entries to delete; delRunning: a goroutine deletes them.
+	delMu      sync.Mutex
+	delQueue   []string
+	delRunning bool
 	// refreshFailures counts the pending refreshes failed in a row; lastRefreshOK is
 	// when one last succeeded (unix nanos).
 	refreshFailures atomic.Int64
