@@ -114,9 +114,16 @@ func (d *JSONDecoder) Unmarshal(data []byte, v any) error {
 	if err := d.Check(data); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if req, ok := v.(*AddDatagenEventsRequest); ok {
+		var fast AddDatagenEventsRequest
+		if decodeDatagenAppend(data, &fast) {
+			*req = fast
+			return nil
+		}
+	}
+	// Check refused unknown keys and trailing data already; json.Unmarshal decodes
+	// data in place, where a json.Decoder would first copy it into its own buffer.
+	if err := json.Unmarshal(data, v); err != nil {
 		// Check accepted the document, so this is a value encoding/json refuses for a
 		// reason the shape does not model (a custom unmarshaler, a non-string map key).
 		je := &JSONError{Msg: "cannot decode value", root: d.rootName}

@@ -294,7 +294,17 @@ type manifestUpdate struct {
 	create bool
 	// edit changes next (a clone of the latest, or a fresh manifest); errNoChange skips.
 	edit func(next *Manifest) error
+	// known, if set, is the version the caller believes is the latest (the shard's own
+	// manifest in memory): the first attempt builds on it without reading the store.
+	// The put is still conditional, so a stale one costs a lost race and a re-read.
+	known *Manifest
+	// noPrune leaves the pruning of old versions to the caller (a seal prunes after
+	// it woke its waiters; see pruneDue).
+	noPrune bool
 }
+
+// pruneDue reports whether writing version v should prune the older versions.
+func pruneDue(v uint64) bool { return v%manifestKeep == 0 }
 
 // updateManifest applies u on top of the latest version with compare-and-swap,
 // re-reading and reapplying after a lost race. It returns the manifest it wrote, or the
@@ -302,9 +312,14 @@ type manifestUpdate struct {
 func updateManifest(ctx context.Context, st objstore.Store, u manifestUpdate) (*Manifest, error) {
 	txn := uuid.NewString()
 	for attempt := 1; ; attempt++ {
-		cur, err := readLatestManifest(ctx, st, u.shard)
-		if err != nil {
-			return nil, err
+		var cur *Manifest
+		if attempt == 1 && u.known != nil {
+			cur = u.known
+		} else {
+			var err error
+			if cur, err = readLatestManifest(ctx, st, u.shard); err != nil {
+				return nil, err
+			}
 		}
 		if cur != nil && cur.Txn == txn {
 			return cur, nil // an earlier attempt that reported failure did land
@@ -342,7 +357,7 @@ func updateManifest(ctx context.Context, st objstore.Store, u manifestUpdate) (*
 		}
 		err = st.PutIfAbsent(ctx, manifestKey(u.shard, next.Version), bytes.NewReader(buf))
 		if err == nil {
-			if next.Version%manifestKeep == 0 {
+			if !u.noPrune && pruneDue(next.Version) {
 				pruneManifests(ctx, st, u.shard, next.Version)
 			}
 			return next, nil

@@ -126,6 +126,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	gauge("rollout_wal_merge_consecutive_failures", "Most consecutive merge failures of any open shard.", func() float64 {
 		return m.each(func(s *Shard) float64 { return float64(s.mergeFailures.Load()) }, maxOf)
 	})
+	gauge("rollout_wal_pending_refresh_consecutive_failures", "Most consecutive failures of any open shard's background count of the dataset's pending generations (backpressure reads it).",
+		func() float64 {
+			return m.each(func(s *Shard) float64 { return float64(s.refreshFailures.Load()) }, maxOf)
+		})
+	gauge("rollout_wal_pending_refresh_last_success_age_seconds", "Longest time since an open shard that took appends or sealed since then last counted the dataset's pending generations (0 when none did: idle shards do not count).",
+		func() float64 {
+			return m.each(func(s *Shard) float64 {
+				if last := s.lastRefreshOK.Load(); last != 0 && s.lastActivity.Load() > last {
+					return time.Since(time.Unix(0, last)).Seconds()
+				}
+				return 0
+			}, maxOf)
+		})
 	gauge("rollout_wal_seal_last_success_age_seconds", "Longest time since the last successful seal among open shards that hold unsealed rows (0 when none do).",
 		func() float64 {
 			return m.each(func(s *Shard) float64 {

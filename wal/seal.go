@@ -135,8 +135,14 @@ func (s *Shard) sealOne(mt *memtable) error {
 		return err
 	}
 	g := *mt.genWritten
+	s.mu.Lock()
+	known := s.manifest
+	s.mu.Unlock()
+	// The shard is the only writer of its manifest but for merges' drops, so the
+	// version it knows is nearly always the latest: the conditional put on top of it
+	// saves a listing and a read per seal, and a drop in between costs one retry.
 	m, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID, epoch: s.epoch,
-		incarnation: s.opts.Incarnation,
+		incarnation: s.opts.Incarnation, known: known, noPrune: true,
 		edit: func(next *Manifest) error {
 			if next.SealedThroughSeq >= g.LastSeq {
 				return errNoChange // an earlier attempt landed
@@ -182,18 +188,54 @@ func (s *Shard) sealOne(mt *memtable) error {
 	s.mu.Unlock()
 	s.met.sealDuration.Observe(time.Since(start).Seconds())
 	s.met.generationsSealed.Inc()
+	if pruneDue(m.Version) {
+		pruneManifests(ctx, s.st, s.id, m.Version)
+	}
 	// The entries are inside the generation now; deleting them is best effort (a
-	// leftover is skipped by replay and removed by the next Open).
+	// leftover is skipped by replay and removed by the next Open), and in the
+	// background: the next seal, which appends wait for, does not wait for it.
 	keys := make([]string, 0, v.lastSeq-v.firstSeq+1)
 	for seq := v.firstSeq; seq <= v.lastSeq; seq++ {
 		keys = append(keys, entryKey(s.id, seq))
 	}
-	if err := objstore.DeleteAll(ctx, s.st, keys, 0); err != nil {
-		s.log.Warn("wal: delete sealed entries", "err", err, "first_seq", v.firstSeq, "last_seq", v.lastSeq)
-	}
+	s.deleteEntries(keys)
 	s.log.Debug("wal: sealed generation", "gen", g.Gen, "rows", g.Rows, "bytes", g.Bytes,
 		"first_seq", g.FirstSeq, "last_seq", g.LastSeq, "seconds", time.Since(start).Seconds())
 	return nil
+}
+
+// deleteEntries deletes sealed WAL entries in the background: one goroutine at a
+// time, which takes whatever the seals queued meanwhile. Close waits for it (it is
+// not cancelled by Close: a sealing close leaves no sealed entry behind).
+func (s *Shard) deleteEntries(keys []string) {
+	s.delMu.Lock()
+	s.delQueue = append(s.delQueue, keys...)
+	if s.delRunning {
+		s.delMu.Unlock()
+		return
+	}
+	s.delRunning = true
+	s.delMu.Unlock()
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		for {
+			s.delMu.Lock()
+			batch := s.delQueue
+			s.delQueue = nil
+			if len(batch) == 0 {
+				s.delRunning = false
+				s.delMu.Unlock()
+				return
+			}
+			s.delMu.Unlock()
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtxOrBackground()), s.opts.OpTimeout)
+			if err := objstore.DeleteAll(ctx, s.st, batch, 0); err != nil {
+				s.log.Warn("wal: delete sealed entries", "err", err, "entries", len(batch))
+			}
+			cancel()
+		}
+	}()
 }
 
 func (s *Shard) bgCtxOrBackground() context.Context {
@@ -318,23 +360,18 @@ func (s *Shard) Flush(ctx context.Context) error {
 // of retired files happens once, when their grace ends.
 func (s *Shard) housekeeping() {
 	last := s.lastRefresh.Load()
-	if s.lastActivity.Load() > last && time.Since(time.Unix(0, last)) >= pendingRefreshEvery {
+	if s.lastActivity.Load() > last && time.Since(time.Unix(0, last)) >= pendingRefreshEvery && s.refreshing.CompareAndSwap(false, true) {
+		// In the background: seals (and the appends waiting for them) do not wait for
+		// the listing and the other shards' manifests.
 		s.lastRefresh.Store(time.Now().UnixNano())
-		ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
-		sealed, merged := s.lastSealOK.Load(), s.lastMergeOK.Load()
-		if p, err := PendingGenerations(ctx, s.st); err == nil {
-			local := p.PerShard[s.id]
-			s.othersPending.Store(int64(p.Generations - local))
-			if s.lastSealOK.Load() == sealed && s.lastMergeOK.Load() == merged {
-				// Not when this shard sealed or merged meanwhile: its own count is newer.
-				s.localPending.Store(int64(local))
-			}
-			s.met.pendingSample.Observe(float64(p.Generations))
-			if p.Base != nil {
-				s.noteBase(p.Base)
-			}
-		}
-		cancel()
+		s.bgWG.Add(1)
+		go func() {
+			defer s.bgWG.Done()
+			defer s.refreshing.Store(false)
+			ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.OpTimeout)
+			defer cancel()
+			s.refreshPending(ctx)
+		}()
 	}
 	if time.Since(time.Unix(0, s.lastRetire.Load())) >= pendingRefreshEvery && s.retiredDue() {
 		s.lastRetire.Store(time.Now().UnixNano())
@@ -354,6 +391,57 @@ func (s *Shard) housekeeping() {
 			}
 		}()
 	}
+}
+
+// refreshPending counts the pending generations of the dataset: the other shards'
+// through the Reader's manifest cache (a listing each, a read when one changed), this
+// shard's from the manifest it holds.
+func (s *Shard) refreshPending(ctx context.Context) {
+	sealed, merged := s.lastSealOK.Load(), s.lastMergeOK.Load()
+	_, own := s.views()
+	base, err := s.reader.latestBase(ctx)
+	if err != nil {
+		s.refreshFailures.Add(1)
+		return
+	}
+	skip := ""
+	if own != nil {
+		skip = s.id
+	}
+	manifests, _, err := readAllManifestsBut(ctx, s.st, s.reader.manifests, skip)
+	if err != nil {
+		s.refreshFailures.Add(1)
+		return
+	}
+	if own != nil {
+		manifests[s.id] = own
+	}
+	meta := base.TableMetadata()
+	inc := Incarnation(base)
+	var local, total int64
+	for shard, m := range manifests {
+		if m.Incarnation != inc {
+			continue // a writer of a deleted incarnation left it
+		}
+		w, err := watermark(meta, shard)
+		if err != nil {
+			s.refreshFailures.Add(1)
+			return
+		}
+		n := int64(m.pendingAbove(w))
+		total += n
+		if shard == s.id {
+			local = n
+		}
+	}
+	s.othersPending.Store(total - local)
+	if s.lastSealOK.Load() == sealed && s.lastMergeOK.Load() == merged {
+		// Not when this shard sealed or merged meanwhile: its own count is newer.
+		s.localPending.Store(local)
+	}
+	s.met.pendingSample.Observe(float64(total))
+	s.refreshFailures.Store(0)
+	s.lastRefreshOK.Store(time.Now().UnixNano())
 }
 
 // retiredDue reports whether a retired generation file's grace has ended (memory only).

@@ -263,6 +263,15 @@ type Shard struct {
 	// makes no storage requests.
 	lastActivity atomic.Int64
 	lastRetire   atomic.Int64 // last attempt to delete retired generation files
+	refreshing   atomic.Bool  // a pending refresh runs (one at a time)
+	// delQueue holds sealed entries to delete; delRunning: a goroutine deletes them.
+	delMu      sync.Mutex
+	delQueue   []string
+	delRunning bool
+	// refreshFailures counts the pending refreshes failed in a row; lastRefreshOK is
+	// when one last succeeded (unix nanos).
+	refreshFailures atomic.Int64
+	lastRefreshOK   atomic.Int64
 
 	sealFailures  atomic.Int64
 	lastSealOK    atomic.Int64 // unix nanos

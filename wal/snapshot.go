@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -208,23 +209,36 @@ func ReadSnapshot(ctx context.Context, st objstore.Store, local *Shard, opts Rea
 func (r *Reader) Snapshot(ctx context.Context, local *Shard) (*Snapshot, error) {
 	for attempt := 1; attempt <= snapshotAttempts; attempt++ {
 		var views []memView
+		var own *Manifest
 		if local != nil {
-			views = local.views()
+			views, own = local.views()
 		}
 		b1, err := r.latestBase(ctx)
 		if err != nil {
 			return nil, err
 		}
-		manifests, err := readAllManifests(ctx, r.st, r.manifests)
+		skip := ""
+		if own != nil {
+			skip = local.id
+		}
+		manifests, read, err := readAllManifestsBut(ctx, r.st, r.manifests, skip)
 		if err != nil {
 			return nil, err
 		}
-		b2, err := b1.Latest(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("wal: snapshot: open base: %w", err)
+		if own != nil {
+			manifests[local.id] = own
 		}
-		if b2.Version() != b1.Version() {
-			continue
+		// The bracket is needed only when a manifest was read after b1: the local
+		// one was taken before b1, so whatever a merge dropped from it was committed
+		// into a base no older than b1 (a merge commits the base first).
+		if read > 0 {
+			b2, err := b1.Latest(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("wal: snapshot: open base: %w", err)
+			}
+			if b2.Version() != b1.Version() {
+				continue
+			}
 		}
 		snap, err := newSnapshot(r.st, b1, r.keyColumn, manifests, r.cache)
 		if err != nil {
@@ -303,9 +317,19 @@ func newSnapshot(st objstore.Store, base *lance.Dataset, keyColumn string, manif
 // readAllManifests reads the latest manifest of every shard of the dataset, through
 // mc (nil: no cache).
 func readAllManifests(ctx context.Context, st objstore.Store, mc *manifestCache) (map[string]*Manifest, error) {
+	m, _, err := readAllManifestsBut(ctx, st, mc, "")
+	return m, err
+}
+
+// readAllManifestsBut is readAllManifests leaving out the shard skip (the caller
+// knows its manifest); read counts the shards whose manifest it looked up.
+func readAllManifestsBut(ctx context.Context, st objstore.Store, mc *manifestCache, skip string) (map[string]*Manifest, int, error) {
 	shards, err := listShards(ctx, st)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if skip != "" {
+		shards = slices.DeleteFunc(shards, func(id string) bool { return id == skip })
 	}
 	out := make([]*Manifest, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
@@ -318,7 +342,7 @@ func readAllManifests(ctx context.Context, st objstore.Store, mc *manifestCache)
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	res := map[string]*Manifest{}
 	for i, id := range shards {
@@ -327,11 +351,16 @@ func readAllManifests(ctx context.Context, st objstore.Store, mc *manifestCache)
 		}
 	}
 	mc.retain(res)
-	return res, nil
+	return res, len(shards), nil
 }
 
-// views returns views of the shard's memtables (frozen ones first), empty ones left out.
-func (s *Shard) views() []memView {
+// views returns views of the shard's memtables (frozen ones first), empty ones left
+// out, and the shard's manifest as this process last wrote or read it. Both are taken
+// under one lock: a seal replaces the memtable it sealed by the manifest listing its
+// generation in one step, so every acked row is in exactly one of them. The manifest
+// is nil when the shard cannot vouch for it (fenced or stale: another writer may have
+// changed it); the caller then reads it from storage. It is shared: never modify it.
+func (s *Shard) views() ([]memView, *Manifest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []memView
@@ -340,7 +369,11 @@ func (s *Shard) views() []memView {
 			out = append(out, v)
 		}
 	}
-	return out
+	m := s.manifest
+	if s.fenced.Load() || s.stale.Load() {
+		m = nil
+	}
+	return out, m
 }
 
 // Base is the snapshot's base version.
