@@ -207,8 +207,11 @@ func (l *areaLister) result() (cut string, finished bool) {
 // errListCut stops an area's walk early (budget or timeout); not a failure.
 var errListCut = errors.New("lance: cleanup listing cut")
 
-// listUnreferenced starts listing the cleanup areas; candidate picks the garbage.
-func (c *cleaner) listUnreferenced(ctx context.Context, candidate func(objstore.ObjectInfo) bool) *areaLister {
+// listUnreferenced starts listing the cleanup areas; candidate picks the garbage. want
+// is what is left of the budget once phase 1 is done (0: no budget): the listing stops
+// after that many candidates. The deletes of phase 2 run while it lists, so the budget
+// they reserve is not subtracted again.
+func (c *cleaner) listUnreferenced(ctx context.Context, want int64, candidate func(objstore.ObjectInfo) bool) *areaLister {
 	lctx, cancel := context.WithCancel(ctx)
 	l := &areaLister{cancel: cancel, wake: make(chan struct{}, 1)}
 	var cut atomic.Value
@@ -229,7 +232,7 @@ func (c *cleaner) listUnreferenced(ctx context.Context, candidate func(objstore.
 						cut.CompareAndSwap(nil, r)
 						return errListCut
 					}
-					if c.opts.MaxObjects > 0 && found >= int64(c.opts.MaxObjects)-c.deleted.Load() {
+					if want > 0 && found >= want {
 						cut.CompareAndSwap(nil, "max_objects")
 						return errListCut
 					}
@@ -433,9 +436,15 @@ func (c *cleaner) run(ctx context.Context) (CleanupResult, error) {
 			unverifiedBefore = t
 		}
 	}
+	// Phase 1 deletes at most the expired manifests (and, with VerifyExpired, files only
+	// they reference: then the listing may find more than the pass deletes).
+	var want int64
+	if c.opts.MaxObjects > 0 {
+		want = int64(c.opts.MaxObjects - len(plan.expired))
+	}
 	var lister *areaLister
-	if plan.complete {
-		lister = c.listUnreferenced(ctx, func(o objstore.ObjectInfo) bool {
+	if plan.complete && (c.opts.MaxObjects == 0 || want > 0) {
+		lister = c.listUnreferenced(ctx, want, func(o objstore.ObjectInfo) bool {
 			return !keep[o.Key] && !keep[indexDirOf(o.Key)] &&
 				o.LastModified.Before(windowStart) && o.LastModified.Before(unverifiedBefore)
 		})
@@ -494,9 +503,12 @@ func (c *cleaner) run(ctx context.Context) (CleanupResult, error) {
 			return c.res, err
 		}
 	}
-	if !plan.complete {
+	if !plan.complete || lister == nil {
 		c.res.StoppedBy = "max_objects"
 		c.res.Remaining = expiredLeft()
+		if lister == nil && plan.complete {
+			c.res.Remaining++ // the unreferenced files are not listed yet
+		}
 		return c.res, errStop
 	}
 	// Phase 2: every other unreferenced file old enough to be garbage, deleted as the
