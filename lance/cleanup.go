@@ -214,6 +214,12 @@ var errListCut = errors.New("lance: cleanup listing cut")
 func (c *cleaner) listUnreferenced(ctx context.Context, want int64, candidate func(objstore.ObjectInfo) bool) *areaLister {
 	lctx, cancel := context.WithCancel(ctx)
 	l := &areaLister{cancel: cancel, wake: make(chan struct{}, 1)}
+	// With a budget, pages hold about what the pass may delete (at least S3's 1,000):
+	// a local store's default page is a whole directory, every entry stat'ed.
+	pageKeys := 0
+	if want > 0 {
+		pageKeys = int(max(want, objstore.DefaultMaxKeys))
+	}
 	var cut atomic.Value
 	l.wg.Go(func() {
 		g, gctx := errgroup.WithContext(lctx)
@@ -238,7 +244,7 @@ func (c *cleaner) listUnreferenced(ctx context.Context, want int64, candidate fu
 					}
 					return nil
 				}
-				err := objstore.Walk(gctx, c.st, objstore.ListOptions{Prefix: area}, func(o objstore.ObjectInfo) error {
+				err := objstore.Walk(gctx, c.st, objstore.ListOptions{Prefix: area, MaxKeys: pageKeys}, func(o objstore.ObjectInfo) error {
 					if !candidate(o) {
 						return nil
 					}
