@@ -333,6 +333,11 @@ func (c *cleaner) planVersions(ctx context.Context, tagged map[uint64]bool) (ver
 	early := c.opts.MaxObjects > 0 && !c.opts.VerifyExpired
 	var newestFirst []manifestRef
 	opts := objstore.ListOptions{Prefix: versionsDir, Delimiter: "/"}
+	if early {
+		// Pages of about what the pass needs (at least S3's 1,000): a local store's
+		// default page is the whole directory, every entry stat'ed.
+		opts.MaxKeys = max(c.opts.RetainVersions+c.opts.MaxObjects+len(tagged)+1, objstore.DefaultMaxKeys)
+	}
 	scheme := namingUnknown
 	for {
 		page, err := c.st.List(ctx, opts)
