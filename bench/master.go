@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -401,6 +401,23 @@ type ListWindow struct {
 	Server  Latency `json:"server_latency"`
 	// ByQuery is the end-to-end latency of each query of the mix.
 	ByQuery map[string]Latency `json:"by_query"`
+	// GC of the whole process (readers, master and whatever runs beside them) during
+	// the window: cycles, total and longest stop-the-world pause. Readers and handlers
+	// never wait on a lock or a refresh, so a tail far above the handler's own time is
+	// CPU or GC shared with that other work.
+	GCCycles     int     `json:"gc_cycles"`
+	GCPauseMs    float64 `json:"gc_pause_ms"`
+	GCMaxPauseMs float64 `json:"gc_max_pause_ms"`
+}
+
+// gcPauses returns the GC cycles, total pause and longest pause between two MemStats.
+func gcPauses(a, b *runtime.MemStats) (int, float64, float64) {
+	n := int(b.NumGC - a.NumGC)
+	var longest uint64
+	for i := range min(n, len(b.PauseNs)) {
+		longest = max(longest, b.PauseNs[(int(b.NumGC)-1-i+len(b.PauseNs))%len(b.PauseNs)])
+	}
+	return n, float64(b.PauseTotalNs-a.PauseTotalNs) / 1e6, float64(longest) / 1e6
 }
 
 // listQueries are the pages and searches the readers cycle through (the scale test's).
@@ -423,10 +440,15 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 	total := fmt.Sprintf(`"total":%d,`, want)
 	var wg sync.WaitGroup
 	e.server.take()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	c0, t0 := cpuTime(), time.Now()
 	for r := range readers {
 		wg.Go(func() {
 			var local []sample
+			// Each reader reuses one body buffer: readers stand for clients in other
+			// processes, so their garbage must not load the master's GC.
+			var body bytes.Buffer
 			defer func() {
 				mu.Lock()
 				samples = append(samples, local...)
@@ -446,12 +468,13 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
-				body, err := io.ReadAll(resp.Body)
+				body.Reset()
+				_, err = body.ReadFrom(resp.Body)
 				resp.Body.Close()
 				local = append(local, sample{qi, time.Since(t)})
-				if err != nil || resp.StatusCode != http.StatusOK || (qi == 0 && !strings.Contains(string(body), total)) {
+				if err != nil || resp.StatusCode != http.StatusOK || (qi == 0 && !bytes.Contains(body.Bytes(), []byte(total))) {
 					errs.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("GET %s: %d %.200s", listQueries[qi], resp.StatusCode, body))
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("GET %s: %d %.200s", listQueries[qi], resp.StatusCode, body.Bytes()))
 				}
 			}
 		})
@@ -460,6 +483,7 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 	close(stop)
 	wg.Wait()
 	el := time.Since(t0)
+	runtime.ReadMemStats(&m1)
 	w := &ListWindow{Label: label, Seconds: el.Seconds(), Requests: len(samples), PerSecond: float64(len(samples)) / el.Seconds(),
 		Errors: int(errs.Load()), CPUSeconds: (cpuTime() - c0).Seconds(), Server: summarizeLatency(e.server.take()), ByQuery: map[string]Latency{}}
 	all := make([]time.Duration, len(samples))
@@ -469,6 +493,7 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 		by[s.q] = append(by[s.q], s.d)
 	}
 	w.Latency = summarizeLatency(all)
+	w.GCCycles, w.GCPauseMs, w.GCMaxPauseMs = gcPauses(&m0, &m1)
 	for qi, ds := range by {
 		name := listQueries[qi]
 		if name == "" {

@@ -91,8 +91,8 @@ func masterReport(e *emitter, meta Meta, results []Result) {
 				qs = append(qs, fmt.Sprintf("%s p50 %.1f / p99 %.1f ms", q, lat.P50, lat.P99))
 			}
 			slices.Sort(qs)
-			detail("- %s: p99 %s ms; handler p99 %s ms; last run: %d requests in %.1f s, max %.1f ms, CPU %.1f s; by query: %s", title, fmtVals(vals), fmtVals(srvVals),
-				last.Requests, last.Seconds, last.Latency.Max, last.CPUSeconds, strings.Join(qs, "; "))
+			detail("- %s: p99 %s ms; handler p99 %s ms; last run: %d requests in %.1f s, max %.1f ms, CPU %.1f s, GC %d cycles, %.1f ms paused (longest %.2f ms); by query: %s", title, fmtVals(vals), fmtVals(srvVals),
+				last.Requests, last.Seconds, last.Latency.Max, last.CPUSeconds, last.GCCycles, last.GCPauseMs, last.GCMaxPauseMs, strings.Join(qs, "; "))
 		}
 		window("6.2", fmt.Sprintf("2. GET /api/v1/experiments over %s experiments, %d concurrent readers, nothing else running: p99", thousands(int64(l.Experiments)), l.Readers),
 			func(r MasterListResult) *ListWindow { return r.Idle })

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -176,25 +177,138 @@ func (c *cleaner) defaults() {
 // cleanupAreas are listed recursively for unreferenced files.
 var cleanupAreas = []string{dataDir, deletionsDir, transactionsDir, indicesDir}
 
-// listAreas lists every file of the cleanup areas, concurrently.
-func (c *cleaner) listAreas(ctx context.Context) (map[string]objstore.ObjectInfo, error) {
-	files := map[string]objstore.ObjectInfo{}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	for _, area := range cleanupAreas {
-		g.Go(func() error {
-			return objstore.Walk(gctx, c.st, objstore.ListOptions{Prefix: area}, func(o objstore.ObjectInfo) error {
-				mu.Lock()
-				files[o.Key] = o
-				mu.Unlock()
-				return nil
+// areaLister lists the cleanup areas concurrently and hands over the garbage
+// candidates it finds as it goes. With an object budget it stops once it has found as
+// many candidates as the budget has left, so a bounded pass lists in proportion to its
+// budget, not to the backlog; it also stops at the pass's timeout. Either way cut says
+// why (nothing more is known about the files it did not reach).
+type areaLister struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	wake   chan struct{} // a token when pending grew or the listing ended
+
+	mu      sync.Mutex
+	pending []objstore.ObjectInfo
+	found   int64
+	end     bool  // every area is listed, cut short or failed
+	err     error // the first listing failure
+
+	cut      string // "max_objects" or "timeout": stopped early
+	finished bool   // listed every area to its end
+}
+
+// result reports how the listing ended (call after stop).
+func (l *areaLister) result() (cut string, finished bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cut, l.finished
+}
+
+// errListCut stops an area's walk early (budget or timeout); not a failure.
+var errListCut = errors.New("lance: cleanup listing cut")
+
+// listUnreferenced starts listing the cleanup areas; candidate picks the garbage. want
+// is what is left of the budget once phase 1 is done (0: no budget): the listing stops
+// after that many candidates. The deletes of phase 2 run while it lists, so the budget
+// they reserve is not subtracted again.
+func (c *cleaner) listUnreferenced(ctx context.Context, want int64, candidate func(objstore.ObjectInfo) bool) *areaLister {
+	lctx, cancel := context.WithCancel(ctx)
+	l := &areaLister{cancel: cancel, wake: make(chan struct{}, 1)}
+	// With a budget, pages hold about what the pass may delete (at least S3's 1,000):
+	// a local store's default page is a whole directory, every entry stat'ed.
+	pageKeys := 0
+	if want > 0 {
+		pageKeys = int(max(want, objstore.DefaultMaxKeys))
+	}
+	var cut atomic.Value
+	l.wg.Go(func() {
+		g, gctx := errgroup.WithContext(lctx)
+		for _, area := range cleanupAreas {
+			g.Go(func() error {
+				var buf []objstore.ObjectInfo
+				flush := func() error {
+					l.mu.Lock()
+					l.pending = append(l.pending, buf...)
+					l.found += int64(len(buf))
+					found := l.found
+					l.mu.Unlock()
+					buf = buf[:0]
+					l.signal()
+					if r := c.stopReason(); r != "" {
+						cut.CompareAndSwap(nil, r)
+						return errListCut
+					}
+					if want > 0 && found >= want {
+						cut.CompareAndSwap(nil, "max_objects")
+						return errListCut
+					}
+					return nil
+				}
+				err := objstore.Walk(gctx, c.st, objstore.ListOptions{Prefix: area, MaxKeys: pageKeys}, func(o objstore.ObjectInfo) error {
+					if !candidate(o) {
+						return nil
+					}
+					buf = append(buf, o)
+					if len(buf) < 256 {
+						return nil
+					}
+					return flush()
+				})
+				if err == nil {
+					err = flush()
+				}
+				return err
 			})
-		})
+		}
+		err := g.Wait()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if r, ok := cut.Load().(string); ok {
+			l.cut = r
+		} else if err != nil {
+			l.err = fmt.Errorf("cleanup: list: %w", err)
+		} else {
+			l.finished = true
+		}
+		l.end = true
+		l.signal()
+	})
+	return l
+}
+
+func (l *areaLister) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
 	}
-	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("cleanup: list: %w", err)
+}
+
+// next waits for candidates and returns those found since the last call; more is
+// false once the listing has ended (cut, finished or failed: then err).
+func (l *areaLister) next(ctx context.Context) (page []objstore.ObjectInfo, more bool, err error) {
+	for {
+		l.mu.Lock()
+		page, l.pending = l.pending, nil
+		end, err := l.end, l.err
+		l.mu.Unlock()
+		if err != nil {
+			return nil, false, err
+		}
+		if len(page) > 0 || end {
+			return page, !end, nil
+		}
+		select {
+		case <-l.wake:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("cleanup: list: %w", ctx.Err())
+		}
 	}
-	return files, nil
+}
+
+// stop ends the listing and waits for it.
+func (l *areaLister) stop() {
+	l.cancel()
+	l.wg.Wait()
 }
 
 // versionPlan splits the committed versions into retained and expired ones.
@@ -219,6 +333,11 @@ func (c *cleaner) planVersions(ctx context.Context, tagged map[uint64]bool) (ver
 	early := c.opts.MaxObjects > 0 && !c.opts.VerifyExpired
 	var newestFirst []manifestRef
 	opts := objstore.ListOptions{Prefix: versionsDir, Delimiter: "/"}
+	if early {
+		// Pages of about what the pass needs (at least S3's 1,000): a local store's
+		// default page is the whole directory, every entry stat'ed.
+		opts.MaxKeys = max(c.opts.RetainVersions+c.opts.MaxObjects+len(tagged)+1, objstore.DefaultMaxKeys)
+	}
 	scheme := namingUnknown
 	for {
 		page, err := c.st.List(ctx, opts)
@@ -319,6 +438,29 @@ func (c *cleaner) run(ctx context.Context) (CleanupResult, error) {
 		return c.res, err
 	}
 	c.logStart(len(plan.retained), len(plan.expired), plan.complete)
+	// The unreferenced files are listed while phase 1 deletes the expired versions, so
+	// the listing costs no time of its own (it is not needed when this pass cannot get
+	// past phase 1).
+	unverifiedBefore := windowStart
+	if !c.opts.DeleteUnverified {
+		if t := c.start.Add(-c.opts.UnverifiedAge); t.Before(unverifiedBefore) {
+			unverifiedBefore = t
+		}
+	}
+	// Phase 1 deletes at most the expired manifests (and, with VerifyExpired, files only
+	// they reference: then the listing may find more than the pass deletes).
+	var want int64
+	if c.opts.MaxObjects > 0 {
+		want = int64(c.opts.MaxObjects - len(plan.expired))
+	}
+	var lister *areaLister
+	if plan.complete && (c.opts.MaxObjects == 0 || want > 0) {
+		lister = c.listUnreferenced(ctx, want, func(o objstore.ObjectInfo) bool {
+			return !keep[o.Key] && !keep[indexDirOf(o.Key)] &&
+				o.LastModified.Before(windowStart) && o.LastModified.Before(unverifiedBefore)
+		})
+		defer lister.stop()
+	}
 	done := map[string]bool{}
 	expiredLeft := func() int {
 		n := 0
@@ -372,41 +514,50 @@ func (c *cleaner) run(ctx context.Context) (CleanupResult, error) {
 			return c.res, err
 		}
 	}
-	if !plan.complete {
+	if !plan.complete || lister == nil {
 		c.res.StoppedBy = "max_objects"
 		c.res.Remaining = expiredLeft()
+		if lister == nil && plan.complete {
+			c.res.Remaining++ // the unreferenced files are not listed yet
+		}
 		return c.res, errStop
 	}
-	// Phase 2: every other unreferenced file old enough to be garbage.
+	// Phase 2: every other unreferenced file old enough to be garbage, deleted as the
+	// listing finds it (the listing started with phase 1).
 	c.phase = "unreferenced files"
-	files, err := c.listAreas(ctx)
+	d := c.newDeleter(ctx, done)
+	for {
+		page, more, err := lister.next(ctx)
+		if err != nil {
+			d.abort(err)
+			break
+		}
+		c.mu.Lock()
+		page = slices.DeleteFunc(page, func(o objstore.ObjectInfo) bool { return done[o.Key] })
+		c.mu.Unlock()
+		if err := d.add(page); err != nil || !more {
+			break
+		}
+	}
+	err = d.wait()
+	lister.stop()
+	cut, finished := lister.result()
+	keys := d.queued
+	if err == nil && cut != "" {
+		// The listing stopped early (budget or timeout): more garbage may be left.
+		c.res.StoppedBy, err = cut, errStop
+	}
 	if err != nil {
-		return c.res, err
-	}
-	unverifiedBefore := windowStart
-	if !c.opts.DeleteUnverified {
-		if t := c.start.Add(-c.opts.UnverifiedAge); t.Before(unverifiedBefore) {
-			unverifiedBefore = t
-		}
-	}
-	var keys []string
-	sizes := map[string]int64{}
-	for key, o := range files {
-		if done[key] || keep[key] || keep[indexDirOf(key)] {
-			continue
-		}
-		if o.LastModified.Before(windowStart) && o.LastModified.Before(unverifiedBefore) {
-			keys = append(keys, key)
-			sizes[key] = o.Size
-		}
-	}
-	sort.Strings(keys)
-	if err := c.deleteKeys(ctx, keys, sizes, done); err != nil {
 		n := 0
+		c.mu.Lock()
 		for _, k := range keys {
 			if !done[k] {
 				n++
 			}
+		}
+		c.mu.Unlock()
+		if !finished {
+			n++ // at least one more file the listing did not reach
 		}
 		c.res.Remaining = n
 		return c.res, err
@@ -497,77 +648,141 @@ func indexDirOf(key string) string {
 // and the timeout. It returns errStop when either ends the pass, or the first batch
 // failure (after the batches in flight finish).
 func (c *cleaner) deleteKeys(ctx context.Context, keys []string, sizes map[string]int64, done map[string]bool) error {
-	if len(keys) == 0 {
-		return nil
+	objs := make([]objstore.ObjectInfo, len(keys))
+	for i, k := range keys {
+		objs[i] = objstore.ObjectInfo{Key: k, Size: sizes[k]}
 	}
-	c.mu.Lock()
-	c.planned += int64(len(keys))
-	c.mu.Unlock()
+	d := c.newDeleter(ctx, done)
+	_ = d.add(objs) // wait reports what stopped it
+	return d.wait()
+}
+
+// deleter runs batch deletes of the keys it is given, DeleteConcurrency at a time, as
+// soon as a batch is full, so deleting overlaps with finding what to delete.
+type deleter struct {
+	c     *cleaner
+	g     *errgroup.Group
+	gctx  context.Context
+	done  map[string]bool  // guarded by c.mu
+	sizes map[string]int64 // guarded by c.mu
+	buf   []string         // queued, not yet in a batch
+	// queued is every key given to add, in order.
+	queued  []string
+	stopped bool  // the budget or the timeout ended the pass
+	err     error // why no further batch may start (a failed batch ends gctx)
+}
+
+func (c *cleaner) newDeleter(ctx context.Context, done map[string]bool) *deleter {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.opts.DeleteConcurrency)
-	var stopped atomic.Bool
-	for lo := 0; lo < len(keys); {
-		n := min(c.opts.DeleteBatchSize, len(keys)-lo)
-		if c.opts.MaxObjects > 0 {
-			n = min(n, c.opts.MaxObjects-int(c.deleted.Load())) // shrink the last batch to the budget
-		}
-		reason := c.stopReason()
-		if reason == "" && n <= 0 {
-			reason = "max_objects"
-		}
-		if reason != "" {
-			c.mu.Lock()
-			c.res.StoppedBy = reason
-			c.mu.Unlock()
-			stopped.Store(true)
-			break
-		}
-		batch := keys[lo : lo+n]
-		lo += n
-		c.deleted.Add(int64(len(batch))) // reserve budget before the batch runs
-		g.Go(func() error {
-			err := c.st.DeleteBatch(gctx, batch)
-			failed := map[string]bool{}
-			var be *objstore.DeleteBatchError
-			switch {
-			case err == nil:
-			case errors.As(err, &be):
-				for k := range be.Failed {
-					failed[k] = true
-				}
-			default:
-				for _, k := range batch {
-					failed[k] = true
-				}
-			}
-			c.deleted.Add(-int64(len(failed)))
-			c.mu.Lock()
-			for _, k := range batch {
-				if failed[k] {
-					continue
-				}
-				done[k] = true
-				c.count(k, sizes[k])
-			}
-			c.res.FailedDeletes += len(failed)
-			c.mu.Unlock()
-			c.progress()
-			if err != nil {
-				return fmt.Errorf("cleanup: delete batch of %d (%d failed): %w", len(batch), len(failed), err)
-			}
-			return nil
-		})
+	return &deleter{c: c, g: g, gctx: gctx, done: done, sizes: map[string]int64{}}
+}
+
+// add queues objs for deletion and starts every full batch (waiting for a slot when
+// DeleteConcurrency batches are in flight). It returns errStop once the budget or the
+// timeout ended the pass, or an error once no batch may start; wait reports the same.
+func (d *deleter) add(objs []objstore.ObjectInfo) error {
+	if len(objs) == 0 {
+		return d.err
 	}
-	if err := g.Wait(); err != nil {
+	d.c.mu.Lock()
+	d.c.planned += int64(len(objs))
+	for _, o := range objs {
+		d.sizes[o.Key] = o.Size
+		d.buf = append(d.buf, o.Key)
+		d.queued = append(d.queued, o.Key)
+	}
+	d.c.mu.Unlock()
+	for d.err == nil && len(d.buf) >= d.c.opts.DeleteBatchSize {
+		d.dispatch(d.c.opts.DeleteBatchSize)
+	}
+	return d.err
+}
+
+// abort stops further batches with err (those in flight finish).
+func (d *deleter) abort(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// dispatch starts a batch of the first n queued keys, unless the budget, the timeout or
+// a failed batch forbids it (then d.err says why).
+func (d *deleter) dispatch(n int) {
+	c := d.c
+	if err := d.gctx.Err(); err != nil {
+		d.abort(err) // a batch failed (wait returns its error) or ctx ended
+		return
+	}
+	if c.opts.MaxObjects > 0 {
+		n = min(n, c.opts.MaxObjects-int(c.deleted.Load())) // shrink the last batch to the budget
+	}
+	reason := c.stopReason()
+	if reason == "" && n <= 0 {
+		reason = "max_objects"
+	}
+	if reason != "" {
 		c.mu.Lock()
-		c.res.StoppedBy = "error"
+		c.res.StoppedBy = reason
 		c.mu.Unlock()
+		d.stopped = true
+		d.abort(errStop)
+		return
+	}
+	batch := d.buf[:n:n]
+	d.buf = d.buf[n:]
+	c.deleted.Add(int64(len(batch))) // reserve budget before the batch runs
+	d.g.Go(func() error {
+		err := c.st.DeleteBatch(d.gctx, batch)
+		failed := map[string]bool{}
+		var be *objstore.DeleteBatchError
+		switch {
+		case err == nil:
+		case errors.As(err, &be):
+			for k := range be.Failed {
+				failed[k] = true
+			}
+		default:
+			for _, k := range batch {
+				failed[k] = true
+			}
+		}
+		c.deleted.Add(-int64(len(failed)))
+		c.mu.Lock()
+		for _, k := range batch {
+			if failed[k] {
+				continue
+			}
+			d.done[k] = true
+			c.count(k, d.sizes[k])
+		}
+		c.res.FailedDeletes += len(failed)
+		c.mu.Unlock()
+		c.progress()
+		if err != nil {
+			return fmt.Errorf("cleanup: delete batch of %d (%d failed): %w", len(batch), len(failed), err)
+		}
+		return nil
+	})
+}
+
+// wait starts the last, partial batch and waits for every batch. It returns the first
+// batch failure, errStop when the budget or the timeout ended the pass, or the error
+// that stopped it otherwise.
+func (d *deleter) wait() error {
+	for d.err == nil && len(d.buf) > 0 {
+		d.dispatch(len(d.buf))
+	}
+	if err := d.g.Wait(); err != nil {
+		d.c.mu.Lock()
+		d.c.res.StoppedBy = "error"
+		d.c.mu.Unlock()
 		return err
 	}
-	if stopped.Load() {
+	if d.stopped {
 		return errStop
 	}
-	return nil
+	return d.err
 }
 
 // stopReason says why no further batch may start, or "".

@@ -3,6 +3,8 @@ package lance
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -484,4 +486,80 @@ func TestCompactionMaxFragmentsBoundsAPass(t *testing.T) {
 	}
 	// Fragments stay in id order, so rewritten rows move to the end of the table.
 	equalIDs(t, sortedInts(ids(t, ds, "")), sortedInts(want))
+}
+
+// listCounter counts the List requests under a prefix.
+type listCounter struct {
+	objstore.Store
+	prefix string
+	mu     sync.Mutex
+	n      int
+}
+
+func (l *listCounter) List(ctx context.Context, opts objstore.ListOptions) (objstore.ListPage, error) {
+	if strings.HasPrefix(opts.Prefix, l.prefix) {
+		l.mu.Lock()
+		l.n++
+		l.mu.Unlock()
+	}
+	return l.Store.List(ctx, opts)
+}
+
+func (l *listCounter) lists() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// TestCleanupBudgetBoundsTheListing: a pass with an object budget stops listing the
+// unreferenced files once it has found as many as its budget allows, so its cost follows
+// the budget, not the backlog; the passes that follow still delete every orphan.
+func TestCleanupBudgetBoundsTheListing(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMem()
+	ds := history(t, mem, 3)
+	const orphans = 5000
+	for i := range orphans {
+		if err := objstore.PutBytes(ctx, mem, fmt.Sprintf("%sorphan-%05d.lance", dataDir, i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The orphans must be older than the latest version (age, not synchronisation).
+	time.Sleep(5 * time.Millisecond)
+	if _, err := ds.Append(ctx, reader(testRows(500, 1)), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := &listCounter{Store: mem, prefix: dataDir}
+	res, err := Cleanup(ctx, st, CleanupOptions{DeleteUnverified: true, MaxObjects: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Complete || res.ObjectsDeleted != 300 || res.StoppedBy != "max_objects" || res.Remaining == 0 {
+		t.Fatalf("first pass: %+v, want 300 objects deleted and the pass stopped by its budget", res)
+	}
+	// One page of data/ (1,000 keys) holds more candidates than the budget.
+	if n := st.lists(); n != 1 {
+		t.Fatalf("a pass with a budget of 300 listed %d pages of data/ (%d orphans)", n, orphans)
+	}
+	for pass := 2; !res.Complete; pass++ {
+		if pass > 40 {
+			t.Fatal("cleanup never completes")
+		}
+		if res, err = Cleanup(ctx, st, CleanupOptions{DeleteUnverified: true, MaxObjects: 300}); err != nil {
+			t.Fatal(err)
+		}
+		if res.ObjectsDeleted > 300 {
+			t.Fatalf("pass %d deleted %d objects over a budget of 300", pass, res.ObjectsDeleted)
+		}
+	}
+	if left := keysUnder(t, mem, dataDir+"orphan-"); len(left) != 0 {
+		t.Fatalf("%d orphans left after the passes", len(left))
+	}
+	latest, err := OpenStore(ctx, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := latest.CountRows(); n == 0 {
+		t.Fatal("the latest version lost its rows")
+	}
 }

@@ -353,8 +353,9 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	for _, i := range page {
 		size += len(snap.encoded(i)) + 1
 	}
-	body := make([]byte, 0, size)
-	body = append(body, `{"experiments":[`...)
+	bp := m.stats.listBody(size)
+	defer m.stats.putListBody(bp)
+	body := append((*bp)[:0], `{"experiments":[`...)
 	for k, i := range page {
 		if k > 0 {
 			body = append(body, ',')
@@ -368,6 +369,7 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	body = append(body, `,"stats_version":`...)
 	body = strconv.AppendUint(body, snap.Version, 10)
 	body = append(body, "}\n"...)
+	*bp = body
 	h := w.Header()
 	h.Set("Content-Type", api.ContentTypeJSON)
 	h.Set("X-Content-Type-Options", "nosniff")

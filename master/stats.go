@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -107,37 +108,52 @@ type StatsSnapshot struct {
 	// freshest observation is, whatever replica published the snapshot.
 	NewestScan time.Time
 
-	// enc holds each row's API JSON, encoded once per snapshot on first use, so a
-	// listing page costs a copy of its rows' bytes rather than their encoding.
-	encOnce sync.Once
-	enc     [][]byte
+	// enc holds each row's API JSON, encoded when the snapshot is built (by the loader
+	// or writer that publishes it, never by a reader), so a listing page costs a copy of
+	// its rows' bytes rather than their encoding. Rows unchanged since the previous
+	// snapshot share its bytes.
+	enc [][]byte
+	// frags are the rows of each fragment of the version (nil: not known; the next load
+	// reads the whole table). A load of a later version reads only what changed.
+	frags map[uint64]*fragRows
 }
 
 // encoded returns the API JSON of row i (ExperimentSummary).
-func (s *StatsSnapshot) encoded(i int) []byte {
-	s.encOnce.Do(func() {
-		s.enc = make([][]byte, len(s.Rows))
-		for j, r := range s.Rows {
-			b, err := json.Marshal(summaryOf(r))
-			if err != nil { // cannot happen: plain strings and numbers
-				b = []byte("null")
-			}
-			s.enc[j] = b
-		}
-	})
-	return s.enc[i]
-}
+func (s *StatsSnapshot) encoded(i int) []byte { return s.enc[i] }
 
-func newSnapshot(version uint64, rows []ExperimentStats) *StatsSnapshot {
+// newSnapshot builds the snapshot of rows at version; prev (may be nil) lends the
+// encodings of the rows it has unchanged.
+func newSnapshot(version uint64, rows []ExperimentStats, prev *StatsSnapshot) *StatsSnapshot {
 	for i := range rows {
 		rows[i].Kind = kindOf(rows[i].Kind)
 	}
-	sort.Slice(rows, func(i, j int) bool { return rowLess(rows[i], rows[j]) })
-	s := &StatsSnapshot{Version: version, Rows: rows, byKey: make(map[rowKey]int, len(rows)), LoadedAt: time.Now()}
+	slices.SortFunc(rows, func(a, b ExperimentStats) int {
+		if rowLess(a, b) {
+			return -1
+		}
+		if rowLess(b, a) {
+			return 1
+		}
+		return 0
+	})
+	s := &StatsSnapshot{Version: version, Rows: rows, byKey: make(map[rowKey]int, len(rows)), LoadedAt: time.Now(),
+		enc: make([][]byte, len(rows))}
 	var newest int64
 	for i, r := range rows {
-		s.byKey[keyOf(r)] = i
+		k := keyOf(r)
+		s.byKey[k] = i
 		newest = max(newest, r.ScannedAt)
+		if prev != nil {
+			if j, ok := prev.byKey[k]; ok && prev.Rows[j] == r {
+				s.enc[i] = prev.enc[j]
+				continue
+			}
+		}
+		b, err := json.Marshal(summaryOf(r))
+		if err != nil { // cannot happen: plain strings and numbers
+			b = []byte("null")
+		}
+		s.enc[i] = b
 	}
 	if newest > 0 {
 		s.NewestScan = time.UnixMilli(newest)
@@ -196,6 +212,29 @@ type StatsStore struct {
 	synced atomic.Int64
 	// attempts bounds the conditional commits of one write (0: statsCommitAttempts).
 	attempts int
+	// bodies recycles listing response bodies (*[]byte), stitched from the snapshot's
+	// encodings: a page of 1,000 rows is ~300 KB, and one allocation per request made
+	// the GC run every few dozen requests under 50 readers.
+	bodies sync.Pool
+}
+
+// maxPooledBody bounds the bodies kept for reuse, so one huge page does not stay pinned.
+const maxPooledBody = 4 << 20
+
+// listBody returns a buffer of at least size bytes capacity for a listing body.
+func (s *StatsStore) listBody(size int) *[]byte {
+	if b, ok := s.bodies.Get().(*[]byte); ok && cap(*b) >= size {
+		return b
+	}
+	b := make([]byte, 0, size)
+	return &b
+}
+
+// putListBody returns b for reuse once its response is written (Write keeps no reference).
+func (s *StatsStore) putListBody(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		s.bodies.Put(b)
+	}
 }
 
 // statsCommitAttempts bounds the conditional commits of one write. Writers are few (the
@@ -227,7 +266,7 @@ func OpenStats(ctx context.Context, st objstore.Store) (*StatsStore, error) {
 // background (Synced tells whether a load has succeeded).
 func NewStatsStore(st objstore.Store) *StatsStore {
 	s := &StatsStore{st: st}
-	s.snap.Store(newSnapshot(0, nil))
+	s.snap.Store(newSnapshot(0, nil, nil))
 	return s
 }
 
@@ -257,15 +296,16 @@ func (s *StatsStore) Reload(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("stats: open: %w", err)
 	}
-	if ds.Version() <= s.Snapshot().Version {
+	cur := s.Snapshot()
+	if ds.Version() <= cur.Version {
 		s.markSynced()
 		return false, nil
 	}
-	rows, err := readStats(ctx, ds)
+	snap, err := loadSnapshot(ctx, ds, cur, nil)
 	if err != nil {
 		return false, err
 	}
-	s.publish(newSnapshot(ds.Version(), rows))
+	s.publish(snap)
 	s.markSynced()
 	return true, nil
 }
@@ -290,20 +330,20 @@ func (s *StatsStore) latest(ctx context.Context) (*lance.Dataset, *StatsSnapshot
 	ds, err := lance.OpenStore(ctx, s.st)
 	if errors.Is(err, lance.ErrDatasetNotFound) {
 		s.markSynced()
-		return nil, newSnapshot(0, nil), nil
+		return nil, newSnapshot(0, nil, nil), nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("stats: open: %w", err)
 	}
-	if cur := s.Snapshot(); cur.Version == ds.Version() {
+	cur := s.Snapshot()
+	if cur.Version == ds.Version() {
 		s.markSynced()
 		return ds, cur, nil
 	}
-	rows, err := readStats(ctx, ds)
+	snap, err := loadSnapshot(ctx, ds, cur, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	snap := newSnapshot(ds.Version(), rows)
 	s.publish(snap)
 	s.markSynced()
 	return ds, snap, nil
@@ -311,8 +351,9 @@ func (s *StatsStore) latest(ctx context.Context) (*lance.Dataset, *StatsSnapshot
 
 // statsWrite builds the rows of the next version from the latest one (cur, read from ds;
 // ds nil: no table yet) and commits them conditionally on ds, returning the version it
-// committed and the whole table's rows at that version.
-type statsWrite func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error)
+// committed, the whole table's rows at that version and the rows the commit wrote, in
+// order (what its new fragments hold).
+type statsWrite func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (next *lance.Dataset, rows, written []ExperimentStats, err error)
 
 // commit runs write on the latest version until it lands, at most s.attempts times. A
 // lost race (lance.ErrConflict: another commit is ahead of the version write built on;
@@ -331,9 +372,16 @@ func (s *StatsStore) commit(ctx context.Context, write statsWrite) (CommitResult
 		if err != nil {
 			return res, err
 		}
-		out, rows, err := write(ctx, ds, cur)
+		out, rows, written, err := write(ctx, ds, cur)
 		if err == nil {
-			s.publish(newSnapshot(out.Version(), rows))
+			// The new version's snapshot from cur's fragments and the rows written (no
+			// read when the new fragments hold exactly those); if that fails, from the
+			// rows alone (the next load then reads the whole table).
+			snap, lerr := loadSnapshot(ctx, out, cur, written)
+			if lerr != nil {
+				snap = newSnapshot(out.Version(), rows, cur)
+			}
+			s.publish(snap)
 			s.markSynced()
 			res.Version = out.Version()
 			return res, nil
@@ -380,7 +428,7 @@ func (s *StatsStore) commitRound(ctx context.Context, rows []ExperimentStats, al
 	if len(rows) == 0 && !allowEmpty {
 		return CommitResult{Version: s.Snapshot().Version}, nil
 	}
-	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, []ExperimentStats, error) {
 		out := make([]ExperimentStats, len(rows))
 		for i, r := range rows {
 			if c, ok := cur.Lookup(r.Kind, r.Name); ok {
@@ -389,7 +437,7 @@ func (s *StatsStore) commitRound(ctx context.Context, rows []ExperimentStats, al
 			out[i] = r
 		}
 		next, err := s.overwrite(ctx, ds, out)
-		return next, out, err
+		return next, slices.Clone(out), out, err
 	})
 }
 
@@ -411,7 +459,7 @@ func (s *StatsStore) Upsert(ctx context.Context, row ExperimentStats) (uint64, e
 // from the stored row (a compaction count plus one) counts exactly once.
 func (s *StatsStore) update(ctx context.Context, kind, name string, build func(cur ExperimentStats, ok bool) ExperimentStats) (CommitResult, error) {
 	kind = kindOf(kind)
-	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+	return s.commit(ctx, func(ctx context.Context, ds *lance.Dataset, cur *StatsSnapshot) (*lance.Dataset, []ExperimentStats, []ExperimentStats, error) {
 		c, ok := cur.Lookup(kind, name)
 		row := build(c, ok)
 		row.Kind, row.Name = kind, name
@@ -427,18 +475,18 @@ func (s *StatsStore) update(ctx context.Context, kind, name string, build func(c
 			// other kinds use too (the merge-insert keys on name alone, and would
 			// replace their rows): write the whole table, still one version.
 			next, err := s.overwrite(ctx, ds, rows)
-			return next, rows, err
+			return next, rows, slices.Clone(rows), err
 		}
 		rdr, err := statsReader([]ExperimentStats{row})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		defer rdr.Release()
 		next, _, err := ds.MergeInsert(ctx, "name", rdr, lance.WriteOptions{ExpectVersion: ds.Version()})
 		if err != nil {
-			return nil, nil, fmt.Errorf("stats: upsert %s on version %d: %w", name, ds.Version(), err)
+			return nil, nil, nil, fmt.Errorf("stats: upsert %s on version %d: %w", name, ds.Version(), err)
 		}
-		return next, rows, nil
+		return next, rows, []ExperimentStats{row}, nil
 	})
 }
 
@@ -526,36 +574,50 @@ func readStats(ctx context.Context, ds *lance.Dataset) ([]ExperimentStats, error
 	}
 	var rows []ExperimentStats
 	for _, rec := range recs {
-		col := func(name string) arrow.Array {
-			if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
-				return rec.Column(idx[0])
-			}
-			return nil
-		}
-		str := func(a arrow.Array, i int) string {
-			if s, ok := a.(*array.String); ok && !s.IsNull(i) {
-				return s.Value(i)
-			}
-			return ""
-		}
-		i64 := func(a arrow.Array, i int, def int64) int64 {
-			if v, ok := a.(*array.Int64); ok && !v.IsNull(i) {
-				return v.Value(i)
-			}
-			return def
-		}
-		name, uri, kind := col("name"), col("uri"), col("kind")
-		for i := 0; i < int(rec.NumRows()); i++ {
-			rows = append(rows, ExperimentStats{
-				Name: str(name, i), URI: str(uri, i), Kind: kindOf(str(kind, i)),
-				RowCount: i64(col("row_count"), i, 0), FragmentCount: i64(col("fragment_count"), i, 0),
-				LastUpdated: i64(col("last_updated"), i, 0), PendingWALGenerations: i64(col("pending_wal_generations"), i, 0),
-				LastCompaction: i64(col("last_compaction"), i, NoCompaction), TotalCompactions: i64(col("total_compactions"), i, 0),
-				ScannedAt: i64(col("scanned_at"), i, 0), Version: i64(col("version"), i, UnknownVersion),
-				OldestPendingWAL: i64(col("oldest_pending_wal"), i, 0),
-			})
-		}
+		rows, _ = decodeStats(rec, rows, nil)
 		rec.Release()
 	}
 	return rows, nil
+}
+
+// decodeStats appends the rows of rec to rows, and to addrs their row addresses when
+// rec has the _rowaddr column.
+func decodeStats(rec arrow.RecordBatch, rows []ExperimentStats, addrs []uint64) ([]ExperimentStats, []uint64) {
+	col := func(name string) arrow.Array {
+		if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	str := func(a arrow.Array, i int) string {
+		if s, ok := a.(*array.String); ok && !s.IsNull(i) {
+			return s.Value(i)
+		}
+		return ""
+	}
+	i64 := func(a arrow.Array, i int, def int64) int64 {
+		if v, ok := a.(*array.Int64); ok && !v.IsNull(i) {
+			return v.Value(i)
+		}
+		return def
+	}
+	name, uri, kind := col("name"), col("uri"), col("kind")
+	rowCount, fragCount, lastUpdated, pending := col("row_count"), col("fragment_count"), col("last_updated"), col("pending_wal_generations")
+	lastCompaction, totalCompactions, scannedAt, version := col("last_compaction"), col("total_compactions"), col("scanned_at"), col("version")
+	oldestPending := col("oldest_pending_wal")
+	addr, _ := col(lance.RowAddrColumn).(*array.Uint64)
+	for i := 0; i < int(rec.NumRows()); i++ {
+		rows = append(rows, ExperimentStats{
+			Name: str(name, i), URI: str(uri, i), Kind: kindOf(str(kind, i)),
+			RowCount: i64(rowCount, i, 0), FragmentCount: i64(fragCount, i, 0),
+			LastUpdated: i64(lastUpdated, i, 0), PendingWALGenerations: i64(pending, i, 0),
+			LastCompaction: i64(lastCompaction, i, NoCompaction), TotalCompactions: i64(totalCompactions, i, 0),
+			ScannedAt: i64(scannedAt, i, 0), Version: i64(version, i, UnknownVersion),
+			OldestPendingWAL: i64(oldestPending, i, 0),
+		})
+		if addr != nil {
+			addrs = append(addrs, addr.Value(i))
+		}
+	}
+	return rows, addrs
 }

@@ -452,18 +452,18 @@ func TestStatsCommitGivesUpAfterBoundedAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	res, err := s.commit(ctx, func(context.Context, *lance.Dataset, *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+	res, err := s.commit(ctx, func(context.Context, *lance.Dataset, *StatsSnapshot) (*lance.Dataset, []ExperimentStats, []ExperimentStats, error) {
 		calls++
-		return nil, nil, fmt.Errorf("stats: write: %w", lance.ErrConflict)
+		return nil, nil, nil, fmt.Errorf("stats: write: %w", lance.ErrConflict)
 	})
 	if !errors.Is(err, lance.ErrConflict) || calls != statsCommitAttempts || res.Conflicts != statsCommitAttempts || res.Version != 0 {
 		t.Fatalf("always losing: %d calls, %+v, %v", calls, res, err)
 	}
 	broken := errors.New("storage says no")
 	calls = 0
-	if _, err := s.commit(ctx, func(context.Context, *lance.Dataset, *StatsSnapshot) (*lance.Dataset, []ExperimentStats, error) {
+	if _, err := s.commit(ctx, func(context.Context, *lance.Dataset, *StatsSnapshot) (*lance.Dataset, []ExperimentStats, []ExperimentStats, error) {
 		calls++
-		return nil, nil, broken
+		return nil, nil, nil, broken
 	}); !errors.Is(err, broken) || calls != 1 {
 		t.Fatalf("other error: %d calls, %v", calls, err)
 	}
