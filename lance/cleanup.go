@@ -244,7 +244,16 @@ func (c *cleaner) listUnreferenced(ctx context.Context, want int64, candidate fu
 					}
 					return nil
 				}
+				visited := 0
 				err := objstore.Walk(gctx, c.st, objstore.ListOptions{Prefix: area, MaxKeys: pageKeys}, func(o objstore.ObjectInfo) error {
+					// An area of few candidates would otherwise walk on past the soft
+					// timeout, into the hard deadline, and fail the pass.
+					if visited++; visited%256 == 0 {
+						if r := c.stopReason(); r != "" {
+							cut.CompareAndSwap(nil, r)
+							return errListCut
+						}
+					}
 					if !candidate(o) {
 						return nil
 					}

