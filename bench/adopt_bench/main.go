@@ -119,8 +119,10 @@ func run() error {
 	res.Adopted, res.NotAdopted, res.Failed, res.Stats = sum.Adopted, sum.NotAdopted, sum.Failed, sum.Stats.Outcome
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
-	if sum.Failed > 0 || sum.Adopted != *stores+1 {
-		return fmt.Errorf("%d stores failed, %d adopted of %d", sum.Failed, sum.Adopted, *stores+1)
+	// Every rollout store and the legacy one must be adopted; the fixture's generic and
+	// datagen stores are adopted when their tables fit those kinds' schemas.
+	if sum.Failed > 0 || sum.Adopted < *stores+1 {
+		return fmt.Errorf("%d stores failed, %d adopted of at least %d", sum.Failed, sum.Adopted, *stores+1)
 	}
 	return nil
 }
