@@ -10,14 +10,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"runtime/pprof"
@@ -29,9 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/lancectx/lancectx/api"
+	lbench "github.com/lancectx/lancectx/bench"
 	"github.com/lancectx/lancectx/worker"
 )
 
@@ -133,7 +127,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer b.close()
+	defer b.Close()
 	cpu0 := cpuSeconds()
 	var res *result
 	switch o.mode {
@@ -159,62 +153,14 @@ func run(ctx context.Context, o options) (*result, error) {
 }
 
 // bench is one in-process worker behind a loopback HTTP server.
-type bench struct {
-	w      *worker.Server
-	srv    *http.Server
-	url    string
-	client *http.Client
-}
+type bench struct{ *lbench.LocalWorker }
 
 func start(ctx context.Context, o options) (*bench, error) {
-	reg := prometheus.NewRegistry()
-	w, err := worker.New(ctx, worker.Config{DataDir: "file://" + o.dir, WorkerID: "kinds-bench", Registerer: reg, Gatherer: reg,
-		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	l, err := lbench.StartLocalWorker(ctx, worker.Config{DataDir: "file://" + o.dir, WorkerID: "kinds-bench"}, time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return &bench{w: w, srv: srv, url: "http://" + ln.Addr().String(),
-		client: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}, nil
-}
-
-func (b *bench) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_ = b.srv.Shutdown(ctx)
-	_ = b.w.Close(ctx)
-}
-
-func (b *bench) do(ctx context.Context, method, path string, body []byte, want int) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, b.url+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", api.ContentTypeJSON)
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %d %.300s", method, path, resp.StatusCode, data)
-	}
-	return data, nil
+	return &bench{l}, nil
 }
 
 // genericSchema declares the columns a rollout append fills (the rollout defaults
@@ -294,10 +240,10 @@ func (b *bench) appendRows(ctx context.Context, o options) (*result, error) {
 	var err error
 	switch o.kind {
 	case "rollout":
-		_, err = b.do(ctx, "POST", "/api/v1/rollouts", []byte(`{"name":"bench"}`), http.StatusCreated)
+		_, err = b.Do(ctx, "POST", "/api/v1/rollouts", []byte(`{"name":"bench"}`), http.StatusCreated)
 	case "generic":
 		path = "/api/v1/generic/bench/rows"
-		_, err = b.do(ctx, "POST", "/api/v1/generic", []byte(`{"name":"bench","schema":`+genericSchema+`}`), http.StatusCreated)
+		_, err = b.Do(ctx, "POST", "/api/v1/generic", []byte(`{"name":"bench","schema":`+genericSchema+`}`), http.StatusCreated)
 	default:
 		return nil, fmt.Errorf("unknown -kind %q", o.kind)
 	}
@@ -308,7 +254,7 @@ func (b *bench) appendRows(ctx context.Context, o options) (*result, error) {
 	bufs := make([][]byte, o.clients)
 	lat, el, err := b.load(ctx, o, func(c, n int) error {
 		bufs[c] = rowBody(bufs[c][:0], o.kind, o.batch, content, c, n)
-		_, err := b.do(ctx, "POST", path, bufs[c], http.StatusCreated)
+		_, err := b.Do(ctx, "POST", path, bufs[c], http.StatusCreated)
 		return err
 	})
 	if err != nil {
@@ -342,7 +288,7 @@ func eventsBody(buf []byte, item string, first, count int) []byte {
 }
 
 func (b *bench) createDatagen(ctx context.Context) error {
-	_, err := b.do(ctx, "POST", "/api/v1/datagen", []byte(`{"name":"bench"}`), http.StatusCreated)
+	_, err := b.Do(ctx, "POST", "/api/v1/datagen", []byte(`{"name":"bench"}`), http.StatusCreated)
 	return err
 }
 
@@ -359,7 +305,7 @@ func (b *bench) datagenAppend(ctx context.Context, o options) (*result, error) {
 	lat, el, err := b.load(ctx, o, func(c, n int) error {
 		item := "w" + strconv.Itoa(c) + "-" + strconv.Itoa(n/10)
 		bufs[c] = eventsBody(bufs[c][:0], item, (n%10)*o.batch, o.batch)
-		_, err := b.do(ctx, "POST", "/api/v1/datagen/bench/events", bufs[c], http.StatusCreated)
+		_, err := b.Do(ctx, "POST", "/api/v1/datagen/bench/events", bufs[c], http.StatusCreated)
 		return err
 	})
 	if err != nil {
@@ -390,7 +336,7 @@ func (b *bench) readBench(ctx context.Context, o options, what string) (*result,
 		var buf []byte
 		for first := 0; first < events; first += 500 {
 			buf = eventsBody(buf[:0], "big", first, min(500, events-first))
-			if _, err := b.do(ctx, "POST", "/api/v1/datagen/bench/events", buf, http.StatusCreated); err != nil {
+			if _, err := b.Do(ctx, "POST", "/api/v1/datagen/bench/events", buf, http.StatusCreated); err != nil {
 				return nil, err
 			}
 		}
@@ -412,7 +358,7 @@ func (b *bench) readBench(ctx context.Context, o options, what string) (*result,
 						buf = append(buf, one[len(`{"events":[`):len(one)-2]...)
 					}
 					buf = append(buf, "]}"...)
-					if _, err := b.do(ctx, "POST", "/api/v1/datagen/bench/events", buf, http.StatusCreated); err != nil {
+					if _, err := b.Do(ctx, "POST", "/api/v1/datagen/bench/events", buf, http.StatusCreated); err != nil {
 						firstErr.CompareAndSwap(nil, err)
 						return
 					}
@@ -428,7 +374,7 @@ func (b *bench) readBench(ctx context.Context, o options, what string) (*result,
 	var ds []time.Duration
 	for range reads {
 		s := time.Now()
-		if _, err := b.do(ctx, "GET", path, nil, http.StatusOK); err != nil {
+		if _, err := b.Do(ctx, "GET", path, nil, http.StatusOK); err != nil {
 			return nil, err
 		}
 		ds = append(ds, time.Since(s))

@@ -24,16 +24,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,7 +38,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/bench"
@@ -177,12 +172,12 @@ func fixture(ctx context.Context, o options) (*FixtureResult, error) {
 	for _, name := range []string{"exact", "ann"} {
 		d, metric := dim, "l2"
 		body, _ := json.Marshal(api.CreateContextStoreRequest{Name: name, EmbeddingDim: &d, DistanceMetric: &metric})
-		if _, err := w.do(ctx, "POST", "/api/v1/contexts", body, http.StatusCreated); err != nil {
-			w.close()
+		if _, err := w.Do(ctx, "POST", "/api/v1/contexts", body, http.StatusCreated); err != nil {
+			w.Close()
 			return nil, err
 		}
 	}
-	w.close()
+	w.Close()
 	st, err := objstore.NewFile(o.dir)
 	if err != nil {
 		return nil, err
@@ -356,7 +351,7 @@ func search(ctx context.Context, o options) (*SearchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer w.close()
+	defer w.Close()
 	res := &SearchResult{Cmd: "vector-" + o.mode, Side: bench.SideGo, Store: o.store, Rows: rows, Indexed: len(idx) > 0}
 	if o.mode == "indexed" && !res.Indexed {
 		return nil, fmt.Errorf("store %s has no vector index (run -mode index first)", o.store)
@@ -368,7 +363,7 @@ func search(ctx context.Context, o options) (*SearchResult, error) {
 	ask := func(q []float32) ([]string, error) {
 		lim := k
 		body, _ := json.Marshal(api.SearchContextRequest{Query: q, Limit: &lim})
-		b, err := w.do(ctx, "POST", path, body, http.StatusOK)
+		b, err := w.Do(ctx, "POST", path, body, http.StatusOK)
 		if err != nil {
 			return nil, err
 		}
@@ -490,56 +485,10 @@ func buildIndex(ctx context.Context, o options) (*IndexResult, error) {
 	return res, nil
 }
 
-// server is one in-process worker behind a loopback HTTP server.
-type server struct {
-	w      *worker.Server
-	srv    *http.Server
-	url    string
-	client *http.Client
-}
+// server is the worker under test behind a loopback HTTP server.
+type server = bench.LocalWorker
 
 func start(ctx context.Context, dir string, cacheBytes int64) (*server, error) {
-	reg := prometheus.NewRegistry()
-	w, err := worker.New(ctx, worker.Config{DataDir: "file://" + dir, WorkerID: "vector-bench", Registerer: reg, Gatherer: reg,
-		ContextVectorCacheBytes: cacheBytes,
-		Logger:                  slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return &server{w: w, srv: srv, url: "http://" + ln.Addr().String(),
-		client: &http.Client{Timeout: 10 * time.Minute, Transport: &http.Transport{DisableCompression: true}}}, nil
-}
-
-func (s *server) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_ = s.srv.Shutdown(ctx)
-	_ = s.w.Close(ctx)
-}
-
-func (s *server) do(ctx context.Context, method, path string, body []byte, want int) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, s.url+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", api.ContentTypeJSON)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %d %.300s", method, path, resp.StatusCode, data)
-	}
-	return data, nil
+	return bench.StartLocalWorker(ctx, worker.Config{DataDir: "file://" + dir, WorkerID: "vector-bench",
+		ContextVectorCacheBytes: cacheBytes}, 10*time.Minute)
 }
