@@ -278,12 +278,24 @@ func (s *FileStore) writeTemp(ctx context.Context, path string, r io.Reader) (st
 }
 
 // mkdirs is os.MkdirAll below root that also fsyncs each parent that gains an entry,
-// so a durable object is not lost with its directory.
+// so a durable object is not lost with its directory. A concurrent Delete may prune a
+// parent between its mkdir and dir's (ENOENT): the chain is made again, a bounded
+// number of times, since each prune needs an empty directory and so a racing delete.
 func (s *FileStore) mkdirs(dir string) error {
+	var err error
+	for range 10 {
+		if err = s.mkdirChain(dir); !isNotExist(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *FileStore) mkdirChain(dir string) error {
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() || len(dir) <= len(s.root) {
 		return nil
 	}
-	if err := s.mkdirs(filepath.Dir(dir)); err != nil {
+	if err := s.mkdirChain(filepath.Dir(dir)); err != nil {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
