@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"maps"
 	"os"
 	"os/exec"
@@ -235,8 +236,12 @@ func (g gitRepo) worktreeTree(ctx context.Context) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-// entries returns, for each path of section at rev (a commit or tree id), its git
-// object id, or the hash of its run.sh block; "absent" for a path rev lacks.
+// entries returns, for each path of section at rev (a commit or tree id), a hash of
+// its content, or the hash of its run.sh block; "absent" for a path rev lacks. A
+// directory's hash leaves out its _test.go files: tests do not change what a
+// benchmark measures, and counting them made every test-only edit in lance/ or
+// worker/ mark most sections stale. A path named exactly (a _test.go file named on
+// purpose) always counts.
 func (g gitRepo) entries(ctx context.Context, rev, section string) (map[string]string, error) {
 	paths := sectionCode[section]
 	if len(paths) == 0 {
@@ -258,22 +263,45 @@ func (g gitRepo) entries(ctx context.Context, rev, section string) (map[string]s
 		out[p] = "absent"
 		plain = append(plain, p)
 	}
-	ls, err := g.run(ctx, nil, append([]string{"ls-tree", "--full-tree", rev, "--"}, plain...)...)
+	ls, err := g.run(ctx, nil, append([]string{"ls-tree", "-r", "--full-tree", rev, "--"}, plain...)...)
 	if err != nil {
 		return nil, err
 	}
+	sums := map[string]hash.Hash{}
 	for _, line := range strings.Split(strings.TrimSpace(ls), "\n") {
 		meta, path, ok := strings.Cut(line, "\t")
-		if f := strings.Fields(meta); ok && len(f) == 3 {
-			if _, want := out[path]; want {
-				out[path] = f[2]
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 {
+			continue
+		}
+		owner := ""
+		for _, p := range plain {
+			if path == p || strings.HasPrefix(path, p+"/") {
+				owner = p
+				break
 			}
 		}
+		if owner == "" || path != owner && strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		h := sums[owner]
+		if h == nil {
+			h = sha256.New()
+			sums[owner] = h
+		}
+		fmt.Fprintf(h, "%s\t%s\n", f[2], path)
+	}
+	for p, h := range sums {
+		out[p] = hex.EncodeToString(h.Sum(nil))
 	}
 	return out, nil
 }
 
-// fingerprint hashes the entries of section at rev into 16 hex digits.
+// fingerprintVersion prefixes fingerprints that leave test files out; a marker whose
+// code lacks it was fingerprinted with them, and is fingerprinted again from its commit.
+const fingerprintVersion = "t"
+
+// fingerprint hashes the entries of section at rev into a versioned 16 hex digits.
 func (g gitRepo) fingerprint(ctx context.Context, rev, section string) (string, error) {
 	es, err := g.entries(ctx, rev, section)
 	if err != nil {
@@ -283,7 +311,7 @@ func (g gitRepo) fingerprint(ctx context.Context, rev, section string) (string, 
 	for _, p := range sectionCode[section] {
 		fmt.Fprintf(h, "%s\t%s\n", p, es[p])
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
+	return fingerprintVersion + hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // changedPaths lists the paths of section whose content differs between two revs.

@@ -141,6 +141,13 @@ func TestReportMarksSectionsWhoseCodeChanged(t *testing.T) {
 		t.Errorf("after a change outside coord's code, row 4.1 = %q, want current", got)
 	}
 
+	// A test of coord changes: tests do not change what coord's figures measure.
+	g.write("coord/lock_test.go", "package coord\n\nvar t = 1\n")
+	g.commit("coord test changes")
+	if got := rowCommit(t, g.restamp(), "4.1"); got != "`"+c1[:7]+"`; current" {
+		t.Errorf("after a change of coord's tests only, row 4.1 = %q, want current", got)
+	}
+
 	// coord's code changes: its rows are stale, and the section names what changed.
 	g.write("coord/lock.go", "package coord\n\nvar y = 2\n")
 	g.commit("coord changes")

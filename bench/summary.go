@@ -564,7 +564,11 @@ func (c *codeState) kept(section string, mark *sectionMark) freshness {
 			mark.ref = codeRef{commit: commit, recorded: true}
 		}
 	}
-	if c.in.Repo != "" && mark.ref.commit != "" && mark.ref.code == "" {
+	// A marker without a fingerprint, or with one that counted test files (written
+	// before fingerprintVersion), is fingerprinted again from its commit. A run on
+	// uncommitted changes is the exception: its commit is not what it measured.
+	legacy := mark.ref.code != "" && !strings.HasPrefix(mark.ref.code, fingerprintVersion) && !mark.ref.uncommitted
+	if c.in.Repo != "" && mark.ref.commit != "" && (mark.ref.code == "" || legacy) {
 		if fp, err := c.git.fingerprint(c.ctx, mark.ref.commit, section); err == nil {
 			mark.ref.code = fp
 		}
