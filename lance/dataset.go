@@ -289,9 +289,10 @@ func listManifests(ctx context.Context, st objstore.Reader) ([]manifestRef, erro
 }
 
 // latestManifestKey finds the newest manifest. With V2 names the newest sorts first, so
-// one listing page answers whatever the number of versions; V1 needs the full listing.
+// a first page of one key answers whatever the number of versions (a page of 100 cost
+// 100 stats on a local disk); V1 names need the full listing, in pages of 1,000.
 func latestManifestKey(ctx context.Context, st objstore.Reader) (string, uint64, error) {
-	opts := objstore.ListOptions{Prefix: versionsDir, Delimiter: "/", MaxKeys: 100}
+	opts := objstore.ListOptions{Prefix: versionsDir, Delimiter: "/", MaxKeys: 1}
 	var best manifestRef
 	for {
 		page, err := st.List(ctx, opts)
@@ -316,7 +317,7 @@ func latestManifestKey(ctx context.Context, st objstore.Reader) (string, uint64,
 		if page.NextStartAfter == "" {
 			break
 		}
-		opts.StartAfter = page.NextStartAfter
+		opts.StartAfter, opts.MaxKeys = page.NextStartAfter, 1000
 	}
 	if best.Key == "" {
 		return "", 0, ErrDatasetNotFound

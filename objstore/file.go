@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -485,19 +484,22 @@ func (s *FileStore) List(ctx context.Context, opts ListOptions) (ListPage, error
 }
 
 type dirEntry struct {
-	key string // ends with "/" for a directory, so sorting by key is key order
-	dir bool
+	name string // ends with "/" for a directory, so sorting by name is key order
+	dir  bool
 }
 
 // walk lists directory dir (a key prefix without the trailing "/", "" for root),
 // limited to entries whose name starts with name. It returns false once the page is full.
-// Only files it returns are stat'ed, so paging through a huge directory stays cheap.
+// Only files it returns are stat'ed, and entries come out of a heap rather than a full
+// sort, so a page of a few keys from a huge directory (the newest manifest among 10,000
+// in _versions/) costs the directory read and little else: no key string is built, nor
+// an entry compared more than log n times, for an entry the page does not reach.
 func (s *FileStore) walk(ctx context.Context, p *pager, dir, name string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	full := filepath.Join(s.root, filepath.FromSlash(dir))
-	des, err := readDir(full)
+	raw, err := readDirents(full)
 	if isNotExist(err) {
 		return true, nil
 	} else if err != nil {
@@ -506,33 +508,41 @@ func (s *FileStore) walk(ctx context.Context, p *pager, dir, name string) (bool,
 	if dir != "" {
 		dir += "/"
 	}
+	// Every key here is dir+entry: it sorts after StartAfter when dir does (StartAfter
+	// outside dir), or when the entry sorts after the rest of StartAfter.
 	after := p.opts.StartAfter
-	var ents []dirEntry
-	for _, de := range des {
-		n := de.Name()
+	rel, inDir := strings.CutPrefix(after, dir)
+	allAfter := !inDir && dir > after
+	ents := make([]dirEntry, 0, len(raw))
+	for _, de := range raw {
+		n := de.name
 		if !strings.HasPrefix(n, name) || strings.HasPrefix(n, tmpPrefix) {
 			continue
 		}
-		e := dirEntry{key: dir + n, dir: isDir(full, de)}
+		e := dirEntry{name: n, dir: de.isDir(full)}
 		if e.dir {
-			e.key += "/"
+			e.name += "/"
 		}
 		// A file or common prefix must sort after StartAfter; a directory walked
 		// recursively also when StartAfter falls inside it.
-		if e.key > after || e.dir && p.opts.Delimiter == "" && strings.HasPrefix(after, e.key) {
+		if allAfter || inDir && (e.name > rel || e.dir && p.opts.Delimiter == "" && strings.HasPrefix(rel, e.name)) {
 			ents = append(ents, e)
 		}
 	}
-	slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.key, b.key) })
-	for _, e := range ents {
-		path := filepath.Join(s.root, filepath.FromSlash(e.key))
+	h := entryHeap(ents)
+	h.init()
+	for len(h) > 0 {
+		var e dirEntry
+		e, h = h.pop()
+		key := dir + e.name
+		path := filepath.Join(s.root, filepath.FromSlash(key))
 		switch {
 		case e.dir && p.opts.Delimiter != "":
-			if hasObject(path) && !p.add(e.key, nil) {
+			if hasObject(path) && !p.add(key, nil) {
 				return false, nil
 			}
 		case e.dir:
-			if more, err := s.walk(ctx, p, strings.TrimSuffix(e.key, "/"), ""); !more || err != nil {
+			if more, err := s.walk(ctx, p, strings.TrimSuffix(key, "/"), ""); !more || err != nil {
 				return more, err
 			}
 		default:
@@ -540,7 +550,7 @@ func (s *FileStore) walk(ctx context.Context, p *pager, dir, name string) (bool,
 			if err != nil || !fi.Mode().IsRegular() { // deleted meanwhile, or not a file
 				continue
 			}
-			if !p.add(e.key, &ObjectInfo{Key: e.key, Size: fi.Size(), LastModified: fi.ModTime()}) {
+			if !p.add(key, &ObjectInfo{Key: key, Size: fi.Size(), LastModified: fi.ModTime()}) {
 				return false, nil
 			}
 		}
@@ -548,22 +558,58 @@ func (s *FileStore) walk(ctx context.Context, p *pager, dir, name string) (bool,
 	return true, nil
 }
 
-// readDir reads all entries in directory order, without a stat each.
-func readDir(dir string) ([]fs.DirEntry, error) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil, err
+// entryHeap is a binary min-heap of directory entries by name.
+type entryHeap []dirEntry
+
+func (h entryHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
 	}
-	defer d.Close()
-	return d.ReadDir(-1)
 }
 
-// isDir follows a symlink; other entries answer from the directory listing itself.
-func isDir(dir string, de fs.DirEntry) bool {
-	if de.Type()&fs.ModeSymlink == 0 {
-		return de.IsDir()
+// pop removes the smallest entry and returns it with the shrunk heap.
+func (h entryHeap) pop() (dirEntry, entryHeap) {
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	h.down(0)
+	return top, h
+}
+
+func (h entryHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].name < h[l].name {
+			m = r
+		}
+		if h[i].name <= h[m].name {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
 	}
-	fi, err := os.Stat(filepath.Join(dir, de.Name()))
+}
+
+// rawDirent is a directory entry as the directory read gives it: a name, and its type
+// when the filesystem reports one (typeKnown).
+type rawDirent struct {
+	name      string
+	mode      fs.FileMode // type bits only
+	typeKnown bool
+}
+
+// isDir answers from the entry's type; a symlink, or a filesystem that does not
+// report types, costs a stat (which follows the link).
+func (de rawDirent) isDir(dir string) bool {
+	if de.typeKnown && de.mode&fs.ModeSymlink == 0 {
+		return de.mode.IsDir()
+	}
+	fi, err := os.Stat(filepath.Join(dir, de.name))
 	return err == nil && fi.IsDir()
 }
 
