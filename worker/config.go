@@ -118,6 +118,12 @@ type Config struct {
 	// DefaultContextVectorCacheBytes; negative: none, every search reads the table).
 	ContextVectorCacheBytes int64
 
+	// ContextTextIndexCacheBytes bounds the decoded full-text index segments that
+	// context retrieves keep between queries, all stores together (default
+	// DefaultContextTextIndexCacheBytes; negative: none are kept, each retrieve through
+	// an index reads its segments again).
+	ContextTextIndexCacheBytes int64
+
 	// SweepTempAge: at start, a worker whose DataDir is local (file://) removes the
 	// temp files of uploads older than this, left by processes killed mid-write
 	// (default DefaultSweepTempAge; negative: no sweep).
@@ -219,6 +225,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ContextVectorCacheBytes == 0 {
 		c.ContextVectorCacheBytes = DefaultContextVectorCacheBytes
+	}
+	if c.ContextTextIndexCacheBytes == 0 {
+		c.ContextTextIndexCacheBytes = DefaultContextTextIndexCacheBytes
 	}
 	if c.SweepTempAge == 0 {
 		c.SweepTempAge = DefaultSweepTempAge

@@ -32,13 +32,19 @@ import (
 // Equality filters change the corpus per query (its N, avgdl and df are of the
 // filtered records), so a retrieve with them ranks exactly, as before.
 //
-// ftsCache keeps, per store (by base URI), the decoded segments of its index and the
+// ftsCache keeps, per store (by incarnation), the decoded segments of its index and the
 // view of the latest base version read (which documents are dead in it), so the
 // index is read once per build and the deletion vectors once per version.
 
 // ftsMaxStores bounds the stores whose full-text index a worker keeps in memory
-// (least recently used out first).
+// (least recently used out first), beside the byte bound.
 const ftsMaxStores = 16
+
+// DefaultContextTextIndexCacheBytes bounds the decoded full-text index segments of all
+// context stores together (Config.ContextTextIndexCacheBytes). A segment of 1M
+// records of ~30 words holds about 200 MiB decoded, so 1 GiB keeps a few such stores;
+// 16 of them, the store bound alone, would not fit a worker.
+const DefaultContextTextIndexCacheBytes = 1 << 30
 
 // ftsManifestTTL is how long a worker uses an index view of one base version before
 // reading the index manifest again: a build is picked up within it (until then the
@@ -52,13 +58,21 @@ type ftsCache struct {
 	// writes no table version, so a new base version is not the only sign of one).
 	ttl time.Duration
 
+	// maxBytes bounds the bytes of all stores' entries (negative: none kept).
+	maxBytes int64
+	// held is the bytes the entries hold now (the sum of their bytes).
+	held prometheus.Gauge
+
 	mu     sync.Mutex
 	tick   uint64
 	stores map[string]*ftsStore
+	bytes  int64
 }
 
 type ftsStore struct {
-	used    uint64
+	used uint64
+	// bytes estimates what segs and view hold.
+	bytes   int64
 	segs    map[string]*ftsSeg // by segment key
 	dvs     map[string]*roaring.Bitmap
 	view    *ftsView
@@ -101,13 +115,15 @@ type ftsPart struct {
 	dfs map[string]termDF // by term, filled on first use
 }
 
-func newFTSCache(reg prometheus.Registerer) *ftsCache {
-	c := &ftsCache{stores: map[string]*ftsStore{}, ttl: ftsManifestTTL}
+func newFTSCache(reg prometheus.Registerer, maxBytes int64) *ftsCache {
+	c := &ftsCache{stores: map[string]*ftsStore{}, ttl: ftsManifestTTL, maxBytes: maxBytes}
+	c.held = prometheus.NewGauge(prometheus.GaugeOpts{Name: "context_text_index_cache_bytes",
+		Help: "Estimated bytes of the decoded full-text index segments kept for context retrieves (bound: --context-text-index-cache-bytes)."})
 	c.searches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "context_text_searches_total",
 		Help: "Text rankings of context retrieves by path: index (covered fragments through the full-text index, the rest scanned), exact (no index covering the base, or equality filters)."},
 		[]string{"path"})
 	if reg != nil {
-		reg.MustRegister(c.searches)
+		reg.MustRegister(c.searches, c.held)
 	}
 	return c
 }
@@ -116,14 +132,17 @@ func newFTSCache(reg prometheus.Registerer) *ftsCache {
 // of its fragments). No lock is held across the object-store reads; concurrent
 // callers for one store wait for one load.
 func (c *ftsCache) view(ctx context.Context, base *lance.Dataset) (*ftsView, error) {
-	uri := base.URI()
+	// A store opened from its object store has no URI: the incarnation, unique per
+	// dataset, tells stores apart (keyed by the URI alone, every context store shared
+	// one entry, and retrieves of two stores read each other's index out).
+	uri := wal.Incarnation(base) + "|" + base.URI()
 	for {
 		c.mu.Lock()
 		st := c.stores[uri]
 		if st == nil {
 			st = &ftsStore{segs: map[string]*ftsSeg{}, dvs: map[string]*roaring.Bitmap{}}
 			c.stores[uri] = st
-			c.evictLocked()
+			c.evictLocked("")
 		}
 		c.tick++
 		st.used = c.tick
@@ -157,6 +176,8 @@ func (c *ftsCache) view(ctx context.Context, base *lance.Dataset) (*ftsView, err
 			if st.view == nil || v.version >= st.view.version || v.incarnation != st.view.incarnation {
 				st.view = v
 			}
+			c.resizeLocked(st)
+			c.evictLocked(uri)
 		case ctx.Err() == nil:
 			// An unreadable index (a corrupt segment, a failed read): the queries of
 			// the next ttl rank exactly instead of reading it again each time.
@@ -174,19 +195,48 @@ func (c *ftsCache) view(ctx context.Context, base *lance.Dataset) (*ftsView, err
 	}
 }
 
-func (c *ftsCache) evictLocked() {
-	for len(c.stores) > ftsMaxStores {
+// resizeLocked sets st's byte estimate from what it now holds: its segments (and
+// their maps of documents by id) and the per-document state of its view.
+func (c *ftsCache) resizeLocked(st *ftsStore) {
+	const mapEntry = 48 // a map[string]uint32 entry, its key's bytes shared with the segment
+	var n int64
+	for _, s := range st.segs {
+		n += s.seg.MemBytes() + int64(len(s.byID))*mapEntry
+	}
+	if st.view != nil {
+		for _, p := range st.view.parts {
+			n += int64(len(p.dead)) + int64(len(p.expiring))*4
+		}
+	}
+	c.bytes += n - st.bytes
+	st.bytes = n
+	c.held.Set(float64(c.bytes))
+}
+
+// evictLocked drops the least recently used entries (none with a load running) while
+// more stores than ftsMaxStores, or more bytes than maxBytes, are held. keep, the store
+// just loaded, goes last: when it alone does not fit, its segments are dropped after
+// the query that loaded them, and the next query reads them again.
+func (c *ftsCache) evictLocked(keep string) {
+	for len(c.stores) > ftsMaxStores || c.bytes > max(c.maxBytes, 0) {
 		var old string
 		var oldest uint64
 		for k, s := range c.stores {
-			if s.loading == nil && (old == "" || s.used < oldest) {
+			if s.loading == nil && k != keep && (old == "" || s.used < oldest) {
 				old, oldest = k, s.used
 			}
 		}
 		if old == "" {
+			if st := c.stores[keep]; st != nil && st.loading == nil && c.bytes > max(c.maxBytes, 0) {
+				c.bytes -= st.bytes
+				delete(c.stores, keep)
+				c.held.Set(float64(c.bytes))
+			}
 			return
 		}
+		c.bytes -= c.stores[old].bytes
 		delete(c.stores, old)
+		c.held.Set(float64(c.bytes))
 	}
 }
 

@@ -475,7 +475,7 @@ func TestContextTextIndexBesideTheTable(t *testing.T) {
 	if err := st.Put(ctx, man.Segments[0].Key, strings.NewReader("LCTXFTS1 not a segment")); err != nil {
 		t.Fatal(err)
 	}
-	tw.srv.cxFTS = newFTSCache(nil) // forget the decoded segment
+	tw.srv.cxFTS = newFTSCache(nil, DefaultContextTextIndexCacheBytes) // forget the decoded segment
 	exact := testutil.ToFloat64(tw.srv.cxFTS.searches.WithLabelValues("exact"))
 	if got := tw.cxRetrieveText("b", "alpha beta", 1000, false, false); !slices.Equal(got, want) {
 		t.Fatalf("with a corrupt segment: %v, want %v", got, want)
@@ -489,4 +489,96 @@ func oracleCount(t *testing.T, path string) (int64, error) { return oracle.New(t
 
 func oracleIndices(t *testing.T, path string) ([]oracle.IndexStats, error) {
 	return oracle.New(t).Indices(path)
+}
+
+// TestContextTextIndexCacheBound: the decoded index segments of all stores together
+// stay within Config.ContextTextIndexCacheBytes. With room for one store's index, a
+// retrieve of the other store evicts it; with room for none, every retrieve still
+// ranks through the index (reading it again) and nothing stays held. The answers are
+// the same throughout.
+func TestContextTextIndexCacheBound(t *testing.T) {
+	tw := newTestWorker(t, "", nil)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	inc := map[string]string{} // store name by the incarnation that keys its entry
+	for _, name := range []string{"a", "b"} {
+		tw.cxCreate(name, 2, "l2")
+		var recs []api.AddContextRecord
+		for i := range 80 {
+			recs = append(recs, cxRec(fmt.Sprintf("%s-%03d", name, i), "r", []float32{1, float32(i)}, ftsText(rng, 8)))
+		}
+		tw.cxAdd(name, recs...)
+		tw.cxMerge(name)
+		ds, err := lance.OpenStore(ctx, objstore.Prefixed(tw.data, name+".context.lance"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := fts.Build(ctx, ds, fts.BuildOptions{Incarnation: wal.Incarnation(ds)}); err != nil || res.Op != "build" {
+			t.Fatalf("build %s: %+v, %v", name, res, err)
+		}
+		inc[wal.Incarnation(ds)] = name
+	}
+	nameOf := func(key string) string { i, _, _ := strings.Cut(key, "|"); return inc[i] }
+	const q = "alpha beta gamma"
+	// Unbounded first: the answers, and what one store's index holds.
+	tw.srv.cxFTS = newFTSCache(nil, 1<<40)
+	want := map[string][]ctxstore.Candidate{}
+	sizes := map[string]int64{}
+	for _, name := range []string{"a", "b"} {
+		want[name] = tw.cxRetrieveText(name, q, 50, false, false)
+		if len(want[name]) == 0 {
+			t.Fatalf("store %s: no text results", name)
+		}
+		tw.srv.cxFTS.mu.Lock()
+		for k, st := range tw.srv.cxFTS.stores {
+			if nameOf(k) == name {
+				sizes[name] = st.bytes
+			}
+		}
+		tw.srv.cxFTS.mu.Unlock()
+	}
+	held := func(c *ftsCache) (int64, []string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var keys []string
+		for k, st := range c.stores {
+			if st.bytes > 0 {
+				keys = append(keys, nameOf(k))
+			}
+		}
+		slices.Sort(keys)
+		return c.bytes, keys
+	}
+	if n, keys := held(tw.srv.cxFTS); n != sizes["a"]+sizes["b"] || n <= 0 || len(keys) != 2 {
+		t.Fatalf("unbounded cache holds %d bytes of %v, want %d + %d of both", n, keys, sizes["a"], sizes["b"])
+	}
+
+	for _, tc := range []struct {
+		budget int64
+		// held after retrieving a then b: the stores whose index stays in memory.
+		want []string
+	}{
+		{budget: max(sizes["a"], sizes["b"]), want: []string{"b"}},
+		{budget: -1, want: nil},
+	} {
+		c := newFTSCache(nil, tc.budget)
+		tw.srv.cxFTS = c
+		for round := range 2 {
+			for _, name := range []string{"a", "b"} {
+				before := testutil.ToFloat64(c.searches.WithLabelValues("index"))
+				if got := tw.cxRetrieveText(name, q, 50, false, false); !slices.Equal(got, want[name]) {
+					t.Fatalf("budget %d, round %d, store %s: %v, want %v", tc.budget, round, name, got, want[name])
+				}
+				if testutil.ToFloat64(c.searches.WithLabelValues("index")) != before+1 {
+					t.Fatalf("budget %d, store %s: the retrieve did not rank through the index", tc.budget, name)
+				}
+				if n, _ := held(c); n > max(tc.budget, 0) {
+					t.Fatalf("budget %d: cache holds %d bytes", tc.budget, n)
+				}
+			}
+		}
+		if _, keys := held(c); !slices.Equal(keys, tc.want) {
+			t.Errorf("budget %d: indexes held %v, want %v", tc.budget, keys, tc.want)
+		}
+	}
 }

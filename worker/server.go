@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.keyCache = lance.NewKeyCache(cfg.KeyCacheBytes)
 	}
 	s.cxVecs = newVecCache(cfg.ContextVectorCacheBytes)
-	s.cxFTS = newFTSCache(cfg.Registerer)
+	s.cxFTS = newFTSCache(cfg.Registerer, cfg.ContextTextIndexCacheBytes)
 	s.loops = loophealth.New(loophealth.Options{Subsystem: "worker", Registerer: cfg.Registerer, Now: cfg.Now})
 	for _, l := range []string{loopMerge, loopSeal} {
 		s.loops.Add(l, cfg.MergeInterval, 0).SetActive(true)

@@ -47,6 +47,7 @@ type workerFlags struct {
 	maxBody         workerBytes
 	keyCache        workerBytes
 	ctxVecCache     workerBytes
+	ctxTextCache    workerBytes
 	sweepTempAge    time.Duration
 	maxRecords      int
 	listMaxRows     int
@@ -174,6 +175,9 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	f.Var(&wf.keyCache, "key-cache-bytes", "memory for the id-column indexes that answer GET .../records/{id} without scanning "+
 		"the table; 0 turns them off (env LANCECTX_KEY_CACHE_BYTES)")
 	wf.ctxVecCache = workerBytes(wf.envBytes(worker.DefaultContextVectorCacheBytes, "LANCECTX_CONTEXT_VECTOR_CACHE_BYTES"))
+	wf.ctxTextCache = workerBytes(wf.envBytes(worker.DefaultContextTextIndexCacheBytes, "LANCECTX_CONTEXT_TEXT_INDEX_CACHE_BYTES"))
+	f.Var(&wf.ctxTextCache, "context-text-index-cache-bytes", "memory for the decoded full-text index segments that context retrieves "+
+		"keep between queries, all stores together; 0 keeps none (env LANCECTX_CONTEXT_TEXT_INDEX_CACHE_BYTES)")
 	f.Var(&wf.ctxVecCache, "context-vector-cache-bytes", "memory for the decoded base-table vectors that exact context searches "+
 		"keep between queries, all stores together; 0 turns it off (env LANCECTX_CONTEXT_VECTOR_CACHE_BYTES)")
 	f.IntVar(&wf.listMaxRows, "list-max-rows", wf.envInt(worker.DefaultListMaxRows, "ROLLOUT_LIST_MAX_ROWS"),
@@ -338,6 +342,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		Logger:                slog.Default(),
 	}
 	cfg.ContextVectorCacheBytes = offIfZero(int64(wf.ctxVecCache))
+	cfg.ContextTextIndexCacheBytes = offIfZero(int64(wf.ctxTextCache))
 	return cfg
 }
 

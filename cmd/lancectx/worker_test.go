@@ -105,4 +105,17 @@ func TestWorkerFlagsContextVectorCache(t *testing.T) {
 	if c := wf.config(&storeFlags{}); c.ContextVectorCacheBytes != -1 {
 		t.Fatalf("0 is off (-1 in worker.Config): %d", c.ContextVectorCacheBytes)
 	}
+	t.Setenv("LANCECTX_CONTEXT_TEXT_INDEX_CACHE_BYTES", "256MiB")
+	if wf, err = newTestWorkerFlags(t); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.ContextTextIndexCacheBytes != 256<<20 {
+		t.Fatalf("text index cache from env: %d", c.ContextTextIndexCacheBytes)
+	}
+	if wf, err = newTestWorkerFlags(t, "--context-text-index-cache-bytes", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.ContextTextIndexCacheBytes != -1 {
+		t.Fatalf("text index cache: 0 is off (-1 in worker.Config): %d", c.ContextTextIndexCacheBytes)
+	}
 }

@@ -59,6 +59,24 @@ type Segment struct {
 	TF      []uint32
 }
 
+// MemBytes estimates the heap a decoded segment holds (its slices and strings), for
+// the bound on the segments a worker keeps in memory.
+func (s *Segment) MemBytes() int64 {
+	const strHeader = 16
+	n := int64(len(s.Addr))*8 + int64(len(s.Len))*4 + int64(len(s.Expires))*8 + int64(len(s.Flags)) +
+		int64(len(s.Offsets)+len(s.Docs)+len(s.TF))*4
+	for _, f := range s.Fragments {
+		n += 16 + strHeader + int64(len(f.DataFile))
+	}
+	for _, id := range s.IDs {
+		n += strHeader + int64(len(id))
+	}
+	for _, t := range s.Terms {
+		n += strHeader + int64(len(t))
+	}
+	return n
+}
+
 // Live is Filter.Live on document d (nowMicros: the filter's Now in Unix µs).
 func (s *Segment) Live(d uint32, f ctxstore.Filter, nowMicros int64) bool {
 	fl := s.Flags[d]
