@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -207,4 +210,52 @@ func TestSealsGrowWhileASealIsPending(t *testing.T) {
 		t.Fatalf("%v generations for %d bytes in seals of %d", got, 8*o.SealBytes, o.SealBytes)
 	}
 	expectKeys(t, readAll(t, hs.Store, nil), wantRows(all))
+}
+
+// TestLeftOutColumnsShareTheirNulls: appends of one size that leave a nullable column
+// out get the same (immutable) all-null array for it instead of a new one each; a
+// batch of another size gets its own; the rows read back with the column null.
+func TestLeftOutColumnsShareTheirNulls(t *testing.T) {
+	st := memDataset(t)
+	s := openShard(t, testOptions(st, "w0"))
+	narrow := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "n", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	batch := func(prefix string, rows int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, narrow)
+		defer b.Release()
+		for i := range rows {
+			b.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("%s%d", prefix, i))
+			b.Field(1).(*array.Int64Builder).Append(int64(i))
+		}
+		return b.NewRecordBatch()
+	}
+	var want []row
+	for k, n := range []int{3, 3, 5} {
+		rec := batch(fmt.Sprintf("b%d-", k), n)
+		if _, err := s.Append(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		for i := range n {
+			want = append(want, row{id: fmt.Sprintf("b%d-%d", k, i), n: int64(i)})
+		}
+	}
+	v := s.active.view()
+	if len(v.batches) != 3 {
+		t.Fatalf("%d batches in the memtable", len(v.batches))
+	}
+	payload := testSchema.FieldIndices("payload")[0]
+	col := func(b int) arrow.Array { return v.batches[b].rec.Column(payload) }
+	for b := range 3 {
+		if c := col(b); c.NullN() != c.Len() {
+			t.Fatalf("batch %d: %d of %d payloads null", b, c.NullN(), c.Len())
+		}
+	}
+	if col(0).Data() != col(1).Data() {
+		t.Fatal("two batches of 3 rows got separate all-null payload columns")
+	}
+	if col(2).Data() == col(1).Data() || col(2).Len() != 5 {
+		t.Fatal("the batch of 5 rows shares the 3-row null column")
+	}
+	flush(t, s)
+	expectKeys(t, readAll(t, st, nil), wantRows(want))
 }

@@ -243,6 +243,8 @@ type Shard struct {
 	keyType arrow.DataType
 	keyOf   func(arrow.Array, int) string
 	epoch   uint64
+	// nulls serves the all-null columns of the table columns appends leave out.
+	nulls *nullCache
 	// reader holds the latest base version seen and the read caches.
 	reader    *Reader
 	ownReader bool
@@ -376,6 +378,7 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		commitDone: make(chan struct{}),
 		sealDone:   make(chan struct{}),
 	}
+	s.nulls = newNullCache(s.arrow)
 	kf := s.schema.Field(opts.KeyColumn)
 	if kf == nil {
 		return nil, fmt.Errorf("wal: key column %q is not in the table", opts.KeyColumn)
@@ -621,7 +624,7 @@ func (s *Shard) append(ctx context.Context, recs []arrow.RecordBatch) (AppendRes
 		if rec == nil || rec.NumRows() == 0 {
 			continue
 		}
-		conformed, err := conform(rec, s.arrow)
+		conformed, err := s.conform(rec)
 		if err != nil {
 			release()
 			return AppendResult{}, err
