@@ -372,12 +372,18 @@ func (e *mergeEnv) readKeys(ctx context.Context, cands []*candidate, keyID int32
 			}
 			arena := sb.String()
 			c.keys = make([]string, len(ends))
-			seen := make(map[string]int, len(ends))
 			prev := 0
 			for i, end := range ends {
-				k := arena[prev:end]
+				c.keys[i] = arena[prev:end]
 				prev = end
-				c.keys[i] = k
+			}
+			if c.UniqueKeys {
+				// The sealer wrote one row per key: a map of every key of the file
+				// to find none was a tenth of a merge's allocations and time.
+				return nil
+			}
+			seen := make(map[string]int, len(ends))
+			for i, k := range c.keys {
 				if j, ok := seen[k]; ok {
 					c.dups = append(c.dups, uint32(j))
 				}

@@ -134,7 +134,7 @@ func (s *Shard) sealOne(mt *memtable) error {
 			return fmt.Errorf("wal: generation %d has %d rows, want %d", mt.gen, info.Rows, rows)
 		}
 		mt.genWritten = &Generation{Gen: mt.gen, Path: path, Rows: info.Rows, Bytes: info.Size,
-			FirstSeq: v.firstSeq, LastSeq: v.lastSeq, File: info}
+			FirstSeq: v.firstSeq, LastSeq: v.lastSeq, File: info, UniqueKeys: true}
 	}
 	if err := s.runHook("seal:written"); err != nil {
 		return err
