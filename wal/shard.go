@@ -782,6 +782,9 @@ func (s *Shard) commitLoop() {
 		if len(q) < s.opts.MaxInflightEntries {
 			queue = s.queue
 		}
+		if len(q) == 0 && len(s.queue) == 0 && s.enc != nil {
+			s.enc.releaseSpare() // idle: keep no megabytes per quiet shard
+		}
 		select {
 		case req := <-queue:
 			group := s.gather(req)
@@ -1001,7 +1004,7 @@ func (s *Shard) complete(q []*inflight, err error) []*inflight {
 		}
 	}
 	if err == nil {
-		putEntryBuf(f.buf) // the put is done: nothing reads the buffer any more
+		s.enc.recycle(f.buf) // the put is done: nothing reads the buffer any more
 		f.buf = nil
 		s.apply(f.seq, f.recs, f.keys)
 		s.met.entriesWritten.Inc()
