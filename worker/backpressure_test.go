@@ -342,6 +342,13 @@ func TestStalledSealRefusesAppends(t *testing.T) {
 		t.Fatalf("refusals counted: %v", n)
 	}
 	gs.release()
+	deadline := time.Now().Add(30 * time.Second)
+	for tw.metricValue("rollout_wal_unsealed_bytes") >= 4*(8<<10) {
+		if time.Now().After(deadline) {
+			t.Fatal("the unsealed rows stayed at their cap after the seal was let through")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
 	tw.do("POST", "/api/v1/rollouts/stall/records?flush=true", api.ContentTypeArrowStream, arrowAppendBody(t, 100000, 20)).
 		want(t, http.StatusCreated, nil)
 }
