@@ -259,3 +259,26 @@ func TestLeftOutColumnsShareTheirNulls(t *testing.T) {
 	flush(t, s)
 	expectKeys(t, readAll(t, st, nil), wantRows(want))
 }
+
+// TestCapBelowSealBytesStillSeals: a MaxMemtableBytes below SealBytes seals at the
+// cap, so appends past it are admitted (without the clamp, no seal would start and
+// every append at the cap would be refused after its wait).
+func TestCapBelowSealBytesStillSeals(t *testing.T) {
+	st := memDataset(t)
+	o := testOptions(st, "w0")
+	o.SealBytes = 64 << 10
+	o.MaxMemtableBytes = 2 << 10
+	o.AdmissionWait = 50 * time.Millisecond
+	s := openShard(t, o)
+	var all []row
+	for i := range 40 {
+		rs := rowsOf(fmt.Sprintf("c%02d-", i), 0, 10, 1)
+		appendRows(t, s, rs...)
+		all = append(all, rs...)
+	}
+	if g := testutil.ToFloat64(s.met.generationsSealed); g == 0 {
+		t.Fatal("nothing sealed by size")
+	}
+	flush(t, s)
+	expectKeys(t, readAll(t, st, nil), wantRows(all))
+}

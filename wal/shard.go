@@ -119,7 +119,8 @@ type Options struct {
 	// MaxPendingGenerations: appends get ErrBackpressure when the dataset has this many
 	// sealed, unmerged generations (all shards).
 	MaxPendingGenerations int
-	// MaxMemtableBytes bounds the unsealed rows (default 4 x SealBytes). An append
+	// MaxMemtableBytes bounds the unsealed rows (default 4 x SealBytes; a smaller
+	// value than SealBytes lowers SealBytes to it). An append
 	// that finds them at the bound waits, up to AdmissionWait, for the sealer to bring
 	// them back under it: a burst that outruns one seal is flow-controlled, not
 	// refused. It gets ErrBackpressure at once when sealing is failing, when the
@@ -200,6 +201,9 @@ func (o *Options) defaults() error {
 	if o.MaxMemtableBytes <= 0 {
 		o.MaxMemtableBytes = 4 * o.SealBytes
 	}
+	// A memtable is sealed once it holds SealBytes: with a cap below that, appends
+	// would wait at the cap for a seal nothing starts.
+	o.SealBytes = min(o.SealBytes, o.MaxMemtableBytes)
 	if o.AdmissionWait <= 0 {
 		o.AdmissionWait = DefaultAdmissionWait
 	}
