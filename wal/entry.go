@@ -94,6 +94,51 @@ type entryEncoder struct {
 	dicts    []arrow.Array
 	shard    string
 	epoch    uint64
+	// spare are buffers of entries whose puts completed, for the next entries (only
+	// the shard's commit loop uses its encoder). The sync.Pool alone is emptied by
+	// every GC, which under append load runs several times a second, so most entries
+	// missed it and allocated their megabytes anew. The commit loop hands the spares
+	// back to the pool whenever it goes idle (releaseSpare): an idle shard keeps none.
+	spare [][]byte
+}
+
+// maxSpareEntryBufs bounds an encoder's spare buffers (one entry put in flight on a
+// local disk, a few on cloud stores).
+const maxSpareEntryBufs = 4
+
+// getBuf returns an empty buffer with room for size bytes: a spare one if one is
+// large enough, else from the pool.
+func (e *entryEncoder) getBuf(size int) []byte {
+	for n := len(e.spare); n > 0; n = len(e.spare) {
+		b := e.spare[n-1]
+		e.spare[n-1] = nil
+		e.spare = e.spare[:n-1]
+		if cap(b) >= size {
+			return b[:0]
+		}
+	}
+	return getEntryBuf(size)
+}
+
+// recycle takes back the buffer of an entry nothing reads any more.
+func (e *entryEncoder) recycle(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledEntryBuf {
+		return
+	}
+	if len(e.spare) < maxSpareEntryBufs {
+		e.spare = append(e.spare, b)
+		return
+	}
+	putEntryBuf(b)
+}
+
+// releaseSpare hands the spare buffers to the pool (which the GC may empty).
+func (e *entryEncoder) releaseSpare() {
+	for i, b := range e.spare {
+		putEntryBuf(b)
+		e.spare[i] = nil
+	}
+	e.spare = e.spare[:0]
 }
 
 func entrySchema(s *arrow.Schema, shard string, epoch uint64, seq string) *arrow.Schema {
@@ -268,7 +313,7 @@ func (e *entryEncoder) encode(seq uint64, recs []arrow.RecordBatch) ([]byte, err
 		}
 		return buf, err
 	}
-	w := &appendWriter{b: append(getEntryBuf(size), e.header...)}
+	w := &appendWriter{b: append(e.getBuf(size), e.header...)}
 	copy(w.b[e.seqAt:e.seqAt+seqDigits], padSeq(seq))
 	if len(recs) > 0 {
 		w.b = append(w.b, e.dictMsgs...)
@@ -311,7 +356,7 @@ func writeBatch(w io.Writer, rec arrow.RecordBatch) (err error) {
 // encodeWriter encodes the entry with ipc.Writer, schema message and all.
 func (e *entryEncoder) encodeWriter(seq uint64, recs []arrow.RecordBatch, size int) ([]byte, error) {
 	ws := entrySchema(e.schema, e.shard, e.epoch, padSeq(seq))
-	buf := bytes.NewBuffer(getEntryBuf(size))
+	buf := bytes.NewBuffer(e.getBuf(size))
 	w := ipc.NewWriter(buf, ipc.WithSchema(ws), ipc.WithAllocator(memory.DefaultAllocator))
 	for _, r := range recs {
 		rec := r

@@ -128,6 +128,10 @@ type Generation struct {
 	SealedAt time.Time `json:"sealed_at"`
 	// File is what the base manifest needs to reference the file as a fragment.
 	File lance.DataFileInfo `json:"file"`
+	// UniqueKeys: no key appears twice in the file (the sealer writes the newest row
+	// per key), so a merge need not look for repeats inside it. Absent (false) on
+	// generations recorded before the field existed: those are checked.
+	UniqueKeys bool `json:"unique_keys,omitempty"`
 }
 
 // RetiredFile is a merged generation file awaiting deletion.

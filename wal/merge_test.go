@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/lancectx/lancectx/internal/oracle"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
@@ -585,4 +588,51 @@ func TestMergeShardOfAnotherWorker(t *testing.T) {
 	if w, _ := watermark(ds.TableMetadata(), ShardIDFor("retired-worker")); w != 1 {
 		t.Fatalf("watermark %d", w)
 	}
+}
+
+// TestMergeHidesRepeatsInsideAGeneration: a generation recorded without UniqueKeys (as
+// every one before the flag) whose file repeats a key gets the older row hidden by the
+// merge; the sealer's generations carry the flag, so their merges skip that search.
+func TestMergeHidesRepeatsInsideAGeneration(t *testing.T) {
+	ctx := context.Background()
+	st := memDataset(t)
+	s := openShard(t, testOptions(st, "w0"))
+	appendRows(t, s, row{id: "sealed", n: 1})
+	flush(t, s)
+	s.mu.Lock()
+	m := s.manifest
+	s.mu.Unlock()
+	if len(m.Generations) != 1 || !m.Generations[0].UniqueKeys {
+		t.Fatalf("a sealed generation is not marked unique: %+v", m.Generations)
+	}
+	rec := makeBatch(row{id: "d", n: 1}, row{id: "e", n: 1}, row{id: "d", n: 2})
+	defer rec.Release()
+	rdr, err := array.NewRecordReader(testSchema, []arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	const gen = 1000
+	path := genPath(gen, s.Epoch())
+	info, err := lance.WriteDataFile(ctx, st, shardDir(s.ID())+path, s.schema, rdr, lance.WriteOptions{DataStorageVersion: s.storage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = updateManifest(ctx, st, manifestUpdate{shard: s.ID(), writer: "w0", epoch: s.Epoch(), edit: func(next *Manifest) error {
+		next.Generations = append(next.Generations, Generation{Gen: gen, Path: path, Rows: info.Rows, Bytes: info.Size,
+			FirstSeq: next.SealedThroughSeq, LastSeq: next.SealedThroughSeq, SealedAt: time.Now().UTC(), File: info})
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Merge(ctx, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Generations != 2 {
+		t.Fatalf("merge %+v, want 2 generations", res)
+	}
+	// baseRows fails on a key the base holds twice.
+	expectKeys(t, baseRows(t, st), map[string]int64{"sealed": 1, "d": 2, "e": 1})
 }

@@ -24,6 +24,8 @@ type Metrics struct {
 	flushDuration     prometheus.Histogram
 	pendingSample     prometheus.Histogram
 	backpressure      prometheus.Counter
+	admissionWaits    prometheus.Counter
+	admissionWait     prometheus.Histogram
 	fenced            prometheus.Counter
 	mergeDuration     *prometheus.HistogramVec
 	mergeGenerations  prometheus.Counter
@@ -69,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{0, 1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096}}),
 		backpressure: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_backpressure_rejections_total",
 			Help: "Appends refused because pending generations or unsealed bytes reached their cap."}),
+		admissionWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_admission_waits_total",
+			Help: "Appends that found the unsealed bytes at their cap and waited for sealing instead of being refused."}),
+		admissionWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rollout_wal_admission_wait_seconds",
+			Help: "Time an append waited for sealing at the unsealed-bytes cap (admitted or refused).", Buckets: latency}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_fenced_total",
 			Help: "Shards fenced by a newer writer epoch."}),
 		mergeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rollout_wal_merge_duration_seconds",
@@ -93,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.appendDuration, m.appendRows, m.appendBytes, m.appendErrors, m.groupAppends, m.entriesWritten,
 		m.replayedEntries, m.sealDuration, m.generationsSealed, m.sealErrors, m.flushDuration, m.pendingSample,
-		m.backpressure, m.fenced, m.mergeDuration, m.mergeGenerations, m.mergeRows, m.mergeDuplicates, m.mergeFailures,
+		m.backpressure, m.admissionWaits, m.admissionWait, m.fenced, m.mergeDuration, m.mergeGenerations, m.mergeRows, m.mergeDuplicates, m.mergeFailures,
 		m.mergeRetries)
 	gauge := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))

@@ -59,7 +59,7 @@ func (s *Shard) sealLoop() {
 		}
 		s.mu.Lock()
 		force := s.flushWanted.Swap(false)
-		if force || s.active.rows > 0 && time.Since(s.active.oldest) >= s.opts.SealInterval {
+		if force || s.active.bytes >= s.opts.SealBytes || s.active.rows > 0 && time.Since(s.active.oldest) >= s.opts.SealInterval {
 			s.freezeLocked()
 		}
 		n := len(s.frozen)
@@ -83,10 +83,15 @@ func (s *Shard) sealLoop() {
 	}
 }
 
-// sealFrozen seals every frozen memtable, oldest first.
+// sealFrozen seals every frozen memtable, oldest first, and then the active one too
+// if it filled up meanwhile (apply leaves a full memtable active while a seal is
+// pending).
 func (s *Shard) sealFrozen() error {
 	for {
 		s.mu.Lock()
+		if len(s.frozen) == 0 && s.active.bytes >= s.opts.SealBytes && !s.fenced.Load() && !s.stale.Load() {
+			s.freezeLocked()
+		}
 		if len(s.frozen) == 0 {
 			s.mu.Unlock()
 			return nil
@@ -129,7 +134,7 @@ func (s *Shard) sealOne(mt *memtable) error {
 			return fmt.Errorf("wal: generation %d has %d rows, want %d", mt.gen, info.Rows, rows)
 		}
 		mt.genWritten = &Generation{Gen: mt.gen, Path: path, Rows: info.Rows, Bytes: info.Size,
-			FirstSeq: v.firstSeq, LastSeq: v.lastSeq, File: info}
+			FirstSeq: v.firstSeq, LastSeq: v.lastSeq, File: info, UniqueKeys: true}
 	}
 	if err := s.runHook("seal:written"); err != nil {
 		return err

@@ -78,6 +78,9 @@ const (
 	DefaultMaxInflightEntries    = 1
 	DefaultRetireGrace           = 10 * time.Minute
 	DefaultOpTimeout             = 60 * time.Second
+	// DefaultAdmissionWait bounds how long an append waits for sealing to catch up
+	// (Options.AdmissionWait).
+	DefaultAdmissionWait = 5 * time.Second
 	// DefaultMergeAfterGenerations is the auto-merge threshold the worker should use
 	// (Options.MergeAfterGenerations; 0 there disables auto merges).
 	DefaultMergeAfterGenerations = 32
@@ -116,9 +119,19 @@ type Options struct {
 	// MaxPendingGenerations: appends get ErrBackpressure when the dataset has this many
 	// sealed, unmerged generations (all shards).
 	MaxPendingGenerations int
-	// MaxMemtableBytes: appends get ErrBackpressure when unsealed rows reach this size
-	// (sealing is failing). Default 4 x SealBytes.
+	// MaxMemtableBytes bounds the unsealed rows (default 4 x SealBytes; a smaller
+	// value than SealBytes lowers SealBytes to it). An append
+	// that finds them at the bound waits, up to AdmissionWait, for the sealer to bring
+	// them back under it: a burst that outruns one seal is flow-controlled, not
+	// refused. It gets ErrBackpressure at once when sealing is failing, when the
+	// appends already waiting hold MaxMemtableBytes of their own, or after
+	// AdmissionWait. So unsealed and waiting rows together stay under about 2 x
+	// MaxMemtableBytes plus the appends in flight.
 	MaxMemtableBytes int64
+	// AdmissionWait is the longest an append waits for sealing at MaxMemtableBytes
+	// before it is refused (default DefaultAdmissionWait). The caller's context
+	// bounds the wait too.
+	AdmissionWait time.Duration
 	// MergeAfterGenerations starts a merge of this shard in the background when it has
 	// this many pending generations; 0 disables (merges then come from Merge calls).
 	MergeAfterGenerations int
@@ -188,6 +201,12 @@ func (o *Options) defaults() error {
 	if o.MaxMemtableBytes <= 0 {
 		o.MaxMemtableBytes = 4 * o.SealBytes
 	}
+	// A memtable is sealed once it holds SealBytes: with a cap below that, appends
+	// would wait at the cap for a seal nothing starts.
+	o.SealBytes = min(o.SealBytes, o.MaxMemtableBytes)
+	if o.AdmissionWait <= 0 {
+		o.AdmissionWait = DefaultAdmissionWait
+	}
 	if o.RetireGrace <= 0 {
 		o.RetireGrace = DefaultRetireGrace
 	}
@@ -228,6 +247,8 @@ type Shard struct {
 	keyType arrow.DataType
 	keyOf   func(arrow.Array, int) string
 	epoch   uint64
+	// nulls serves the all-null columns of the table columns appends leave out.
+	nulls *nullCache
 	// reader holds the latest base version seen and the read caches.
 	reader    *Reader
 	ownReader bool
@@ -272,6 +293,9 @@ type Shard struct {
 	// when one last succeeded (unix nanos).
 	refreshFailures atomic.Int64
 	lastRefreshOK   atomic.Int64
+
+	// waitingBytes are the Arrow bytes of appends waiting in admit for sealing.
+	waitingBytes atomic.Int64
 
 	sealFailures  atomic.Int64
 	lastSealOK    atomic.Int64 // unix nanos
@@ -358,6 +382,7 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		commitDone: make(chan struct{}),
 		sealDone:   make(chan struct{}),
 	}
+	s.nulls = newNullCache(s.arrow)
 	kf := s.schema.Field(opts.KeyColumn)
 	if kf == nil {
 		return nil, fmt.Errorf("wal: key column %q is not in the table", opts.KeyColumn)
@@ -494,12 +519,19 @@ func (s *Shard) applyEntry(e *entry) {
 
 // apply inserts one entry's batches into the active memtable and asks for a seal when
 // it is full. Memory only: the lock is held for microseconds.
+//
+// A full memtable is frozen here only when no seal is pending; while one is, the
+// active memtable keeps filling and the sealer freezes it when it is free (see
+// sealFrozen). So under a load that outruns seals of SealBytes, generations grow to
+// what arrived during the previous seal, and the seal's fixed costs (a file, its
+// fsync, a manifest update) are paid once per seal instead of once per SealBytes:
+// the sealer keeps up instead of queueing up frozen memtables until appends wait.
 func (s *Shard) apply(seq uint64, recs []arrow.RecordBatch, keys [][]string) {
 	s.mu.Lock()
 	s.active.insert(seq, recs, keys)
 	s.appliedSeq = max(s.appliedSeq, seq)
 	full := s.active.bytes >= s.opts.SealBytes
-	if full {
+	if full && len(s.frozen) == 0 {
 		s.freezeLocked()
 	}
 	s.mu.Unlock()
@@ -574,7 +606,16 @@ func (s *Shard) append(ctx context.Context, recs []arrow.RecordBatch) (AppendRes
 	if rows == 0 {
 		return AppendResult{}, fmt.Errorf("%w: empty batch", ErrInvalidBatch)
 	}
-	if err := s.checkBackpressure(); err != nil {
+	if err := s.checkPending(); err != nil {
+		return AppendResult{}, err
+	}
+	var size int64
+	for _, rec := range recs {
+		if rec != nil {
+			size += arrowrows.Bytes(rec)
+		}
+	}
+	if err := s.admit(ctx, size); err != nil {
 		return AppendResult{}, err
 	}
 	req := &appendReq{ctx: ctx, rows: rows, done: make(chan appendDone, 1)}
@@ -587,7 +628,7 @@ func (s *Shard) append(ctx context.Context, recs []arrow.RecordBatch) (AppendRes
 		if rec == nil || rec.NumRows() == 0 {
 			continue
 		}
-		conformed, err := conform(rec, s.arrow)
+		conformed, err := s.conform(rec)
 		if err != nil {
 			release()
 			return AppendResult{}, err
@@ -627,25 +668,92 @@ func (s *Shard) append(ctx context.Context, recs []arrow.RecordBatch) (AppendRes
 	}
 }
 
-func (s *Shard) checkBackpressure() error {
+// checkPending refuses an append while the dataset has MaxPendingGenerations sealed,
+// unmerged generations: merges are behind, which takes seconds to minutes to change,
+// so the append is refused at once rather than held.
+func (s *Shard) checkPending() error {
 	pending := s.localPending.Load() + max(s.othersPending.Load(), 0)
 	if max := int64(s.opts.MaxPendingGenerations); pending >= max {
 		s.met.backpressure.Inc()
 		return &BackpressureError{Reason: "too many pending WAL generations; merges are behind", Pending: pending, Max: max,
 			RetryAfter: 5 * time.Second}
 	}
-	s.mu.Lock()
-	unsealed := s.active.bytes
-	for _, f := range s.frozen {
-		unsealed += f.bytes
-	}
-	s.mu.Unlock()
-	if unsealed >= s.opts.MaxMemtableBytes {
-		s.met.backpressure.Inc()
-		return &BackpressureError{Reason: "too many unsealed bytes; sealing is behind", Pending: unsealed, Max: s.opts.MaxMemtableBytes,
-			RetryAfter: time.Second}
-	}
 	return nil
+}
+
+// unsealed is the Arrow size of the rows not sealed yet (active and frozen memtables),
+// the channel the next seal progress (or failure) closes, and the last seal error.
+func (s *Shard) unsealed() (int64, chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.active.bytes
+	for _, f := range s.frozen {
+		n += f.bytes
+	}
+	return n, s.sealedCh, s.lastSealErr
+}
+
+// admit lets an append of size Arrow bytes in when the unsealed rows are under
+// MaxMemtableBytes. At the bound, it waits for seals to bring them back under it
+// (flow control: a healthy sealer catches up within a seal or two), within
+// AdmissionWait and ctx, and refuses with a *BackpressureError when sealing is failing,
+// when the waiting appends already hold MaxMemtableBytes, or when the wait runs out.
+// It takes no lock across I/O: it waits on the sealer's progress channel.
+func (s *Shard) admit(ctx context.Context, size int64) error {
+	limit := s.opts.MaxMemtableBytes
+	n, progress, sealErr := s.unsealed()
+	if n < limit {
+		return nil
+	}
+	if sealErr != nil {
+		return s.refuseSealing(n, sealErr)
+	}
+	if w := s.waitingBytes.Add(size); w > limit && w != size {
+		// A lone append larger than the room still waits (it could never get in
+		// otherwise); more than a memtable's worth of waiting appends is refused.
+		s.waitingBytes.Add(-size)
+		s.met.backpressure.Inc()
+		return &BackpressureError{Reason: "too many appends waiting for sealing", Pending: w - size, Max: limit, RetryAfter: time.Second}
+	}
+	defer s.waitingBytes.Add(-size)
+	start := time.Now()
+	s.met.admissionWaits.Inc()
+	defer func() { s.met.admissionWait.Observe(time.Since(start).Seconds()) }()
+	timer := time.NewTimer(s.opts.AdmissionWait)
+	defer timer.Stop()
+	for {
+		s.kickSealer()
+		select {
+		case <-progress:
+		case <-timer.C:
+			s.met.backpressure.Inc()
+			return &BackpressureError{Reason: fmt.Sprintf("too many unsealed bytes; sealing is behind (waited %s)", s.opts.AdmissionWait),
+				Pending: n, Max: limit, RetryAfter: time.Second}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.sealDone:
+			return ErrClosed
+		}
+		if err := s.stopErr(); err != nil {
+			return err
+		}
+		n, progress, sealErr = s.unsealed()
+		if n < limit {
+			return nil
+		}
+		if sealErr != nil {
+			return s.refuseSealing(n, sealErr)
+		}
+	}
+}
+
+// refuseSealing is the refusal of an append at the unsealed bound while seals fail:
+// waiting would only hold the request (and its rows) until the sealer's next retry.
+func (s *Shard) refuseSealing(n int64, sealErr error) error {
+	s.met.backpressure.Inc()
+	retry := min(time.Duration(s.sealFailures.Load())*200*time.Millisecond, 10*time.Second)
+	return &BackpressureError{Reason: "too many unsealed bytes; sealing is failing (" + sealErr.Error() + ")",
+		Pending: n, Max: s.opts.MaxMemtableBytes, RetryAfter: max(retry, time.Second)}
 }
 
 // inflight is one WAL entry being written.
@@ -677,6 +785,9 @@ func (s *Shard) commitLoop() {
 		var queue chan *appendReq
 		if len(q) < s.opts.MaxInflightEntries {
 			queue = s.queue
+		}
+		if len(q) == 0 && len(s.queue) == 0 && s.enc != nil {
+			s.enc.releaseSpare() // idle: keep no megabytes per quiet shard
 		}
 		select {
 		case req := <-queue:
@@ -897,7 +1008,7 @@ func (s *Shard) complete(q []*inflight, err error) []*inflight {
 		}
 	}
 	if err == nil {
-		putEntryBuf(f.buf) // the put is done: nothing reads the buffer any more
+		s.enc.recycle(f.buf) // the put is done: nothing reads the buffer any more
 		f.buf = nil
 		s.apply(f.seq, f.recs, f.keys)
 		s.met.entriesWritten.Inc()

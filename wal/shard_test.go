@@ -123,6 +123,14 @@ func TestSealAndReplayBoundaries(t *testing.T) {
 		st1 = s.Stats()
 		return st1.FrozenMemtables == 0 && uint64(countKeys(t, st, entriesDir(s.ID()))) == st1.AppliedSeq-st1.SealedThroughSeq
 	})
+	if st1.MemtableRows == 0 {
+		// Generations grow while a seal is pending (see apply), so where the last one
+		// ended depends on timing: one more small batch stays unsealed.
+		rs := rowsOf("tail-", 0, 2, 40)
+		all = append(all, rs...)
+		appendRows(t, s, rs...)
+		st1 = s.Stats()
+	}
 	if st1.SealedThroughSeq == 0 || st1.SealedThroughSeq >= st1.AppliedSeq {
 		t.Fatalf("want some but not all entries sealed: %+v", st1)
 	}

@@ -82,6 +82,10 @@ type Config struct {
 	MaxInflightEntries    int
 	MaxPendingGenerations int
 	RetireGrace           time.Duration
+	// AdmissionWait is how long an append that finds its store's unsealed rows at
+	// their cap (4 x SealBytes) waits for sealing before it gets 503 (0: the wal
+	// default, wal.DefaultAdmissionWait). Appends are refused at once while seals fail.
+	AdmissionWait time.Duration
 
 	// MergeAfterGenerations merges a resident store's own shard in the background once
 	// it has this many sealed generations (0: wal.DefaultMergeAfterGenerations;

@@ -32,7 +32,10 @@
 // POST /api/v1/internal/merge-wal/{name} runs one bounded merge pass of this
 // worker's shard (?flush=true seals the unsealed rows first).
 // Appends are refused with 503 and Retry-After while the dataset has too many pending
-// generations (merges are behind). Reads take a consistent snapshot (base table,
+// generations (merges are behind). An append that finds the store's unsealed rows at
+// their cap (4 x SealBytes) waits for the sealer instead, up to Config.AdmissionWait,
+// and gets 503 only when sealing is failing, stalled past that wait, or when waiting
+// appends already hold a cap's worth of rows. Reads take a consistent snapshot (base table,
 // every shard's sealed generations, this worker's unsealed rows; newest row per id)
 // and stream from it: a list page, a record, a payload, or an Arrow IPC stream. A
 // stream that breaks after its status was sent is cut off, never finished.

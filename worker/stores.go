@@ -371,6 +371,7 @@ func (ss *stores) openShard(ctx context.Context, h *handle) (*wal.Shard, error) 
 		MaxInflightEntries:    s.cfg.MaxInflightEntries,
 		MaxPendingGenerations: s.cfg.MaxPendingGenerations,
 		RetireGrace:           s.cfg.RetireGrace,
+		AdmissionWait:         s.cfg.AdmissionWait,
 		KeyCache:              s.keyCache,
 		// Merges are started by the worker's merge loop, which bounds them across
 		// stores (MergeConcurrency); the shard's own trigger stays off.

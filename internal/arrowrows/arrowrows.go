@@ -19,6 +19,15 @@ import (
 // nulls when nullable, and no nulls in a non-nullable column. The result carries the
 // target schema object itself, so every batch conformed to one table shares it.
 func Conform(rec arrow.RecordBatch, target *arrow.Schema) (arrow.RecordBatch, error) {
+	return ConformWith(rec, target, nil)
+}
+
+// ConformWith is Conform whose all-null columns (for the target's nullable columns rec
+// lacks) come from nulls(i, n), which returns a retained all-null array of
+// target.Field(i)'s type and length n (or nil: a fresh one is made). An all-null
+// array is immutable, so a caller appending batches of one size can hand out the same
+// one again instead of allocating and zeroing its buffers per batch.
+func ConformWith(rec arrow.RecordBatch, target *arrow.Schema, nulls func(i, n int) arrow.Array) (arrow.RecordBatch, error) {
 	src := rec.Schema()
 	if src.Equal(target) {
 		// Field(i), not Fields(): Fields copies the slice, on every append.
@@ -48,7 +57,12 @@ func Conform(rec arrow.RecordBatch, target *arrow.Schema) (arrow.RecordBatch, er
 			if !f.Nullable {
 				return nil, fmt.Errorf("missing non-nullable column %q", f.Name)
 			}
-			cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
+			if nulls != nil {
+				cols[i] = nulls(i, int(rec.NumRows()))
+			}
+			if cols[i] == nil {
+				cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
+			}
 		default:
 			c := rec.Column(idx[0])
 			if !arrow.TypeEqual(c.DataType(), f.Type) {
