@@ -97,8 +97,9 @@ func DecodeAppendArrow(r *http.Request, opts rollout.DecodeOptions) ([]arrow.Rec
 }
 
 // decodeAppendRequestPooled is DecodeAppendRequest for the append handler: a JSON
-// body is read into a pooled buffer and decoded in place (rollout.ParseAppendJSONBorrowed),
-// so the records' strings point into that buffer. release gives the buffer back; the
+// body is read into a pooled buffer and decoded in place into pooled records
+// (rollout.ParseAppendJSONPooled), so the records' strings point into that buffer and
+// the records into the decoder's memory. release gives both back; the
 // caller calls it once nothing uses the records any more (after the answer is
 // written), and always, also after an error.
 func decodeAppendRequestPooled(r *http.Request, opts rollout.DecodeOptions) (recs []rollout.AddRecord, release func(), err error) {
@@ -115,8 +116,11 @@ func decodeAppendRequestPooled(r *http.Request, opts rollout.DecodeOptions) (rec
 	if err != nil {
 		return nil, func() {}, err
 	}
-	recs, err = rollout.ParseAppendJSONBorrowed(bb.Bytes(), opts)
-	return recs, func() { putBodyBuf(bb) }, err
+	recs, releaseRecs, err := rollout.ParseAppendJSONPooled(bb.Bytes(), opts)
+	return recs, func() {
+		releaseRecs()
+		putBodyBuf(bb)
+	}, err
 }
 
 // isPlainJSON reports whether ct is an acceptable JSON Content-Type (what
