@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -624,7 +625,11 @@ func (s *scanner) str() ([]byte, *JSONError) {
 	i := open + 1
 	escaped := false
 	for {
-		// Plain ASCII runs are the common case: one table lookup per byte.
+		// Plain ASCII runs are the common case: eight bytes at a time while no byte
+		// of the word needs a closer look, then one table lookup per byte. (An
+		// append's content strings are most of its body, and a lookup per byte made
+		// this check a twentieth of the JSON route's CPU.)
+		i = plainRun(d, i)
 		for i < len(d) && plainByte[d[i]] {
 			i++
 		}
@@ -663,6 +668,37 @@ func (s *scanner) str() ([]byte, *JSONError) {
 			i += size
 		}
 	}
+}
+
+// plainRun returns the first index from i at which an eight-byte word of d holds a
+// byte that is not plainByte (or where fewer than eight bytes are left): the words
+// before it hold printable ASCII other than the quote and the backslash only. The
+// caller finishes byte by byte from there.
+func plainRun(d []byte, i int) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+		quote = '"' * ones
+		slash = '\\' * ones
+	)
+	for ; i+8 <= len(d); i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		// A byte >= 0x80 sets its high bit in x; a byte < 0x20, or one equal to the
+		// quote or the backslash, sets the high bit of its byte in the "has a zero
+		// byte" test of x-0x20 or of x xor the pattern. Each test is exact about
+		// whether any byte matches (borrows only run upwards from a match).
+		special := x | (x - 0x20*ones) | hasZero(x^quote) | hasZero(x^slash)
+		if special&highs != 0 {
+			return i
+		}
+	}
+	return i
+}
+
+// hasZero sets the high bit of a byte of the result when x has a zero byte (and
+// possibly of bytes above one); it is zero when x has none.
+func hasZero(x uint64) uint64 {
+	return (x - 0x0101010101010101) &^ x
 }
 
 // plainByte marks the bytes a string may hold without a closer look: printable
