@@ -675,30 +675,38 @@ func (s *scanner) str() ([]byte, *JSONError) {
 // before it hold printable ASCII other than the quote and the backslash only. The
 // caller finishes byte by byte from there.
 func plainRun(d []byte, i int) int {
-	const (
-		ones  = 0x0101010101010101
-		highs = 0x8080808080808080
-		quote = '"' * ones
-		slash = '\\' * ones
-	)
+	for ; i+16 <= len(d); i += 16 { // two words a turn: long strings are the common case
+		if (special8(binary.LittleEndian.Uint64(d[i:]))|special8(binary.LittleEndian.Uint64(d[i+8:])))&highBits != 0 {
+			break
+		}
+	}
 	for ; i+8 <= len(d); i += 8 {
-		x := binary.LittleEndian.Uint64(d[i:])
-		// A byte >= 0x80 sets its high bit in x; a byte < 0x20, or one equal to the
-		// quote or the backslash, sets the high bit of its byte in the "has a zero
-		// byte" test of x-0x20 or of x xor the pattern. Each test is exact about
-		// whether any byte matches (borrows only run upwards from a match).
-		special := x | (x - 0x20*ones) | hasZero(x^quote) | hasZero(x^slash)
-		if special&highs != 0 {
+		if special8(binary.LittleEndian.Uint64(d[i:]))&highBits != 0 {
 			return i
 		}
 	}
 	return i
 }
 
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// special8 sets the high bit of some byte of the result (masked by highBits) when a
+// byte of x is not plainByte: a byte >= 0x80 has it set in x itself, a byte < 0x20
+// sets it in x-0x20 of every byte, and a quote or backslash makes a zero byte in x
+// xor the pattern. Each test is exact about whether any byte matches (borrows only
+// run upwards from a match), so the result is zero under highBits exactly when all
+// eight bytes are plain.
+func special8(x uint64) uint64 {
+	return x | (x - 0x20*lowBits) | hasZero(x^('"'*lowBits)) | hasZero(x^('\\'*lowBits))
+}
+
 // hasZero sets the high bit of a byte of the result when x has a zero byte (and
-// possibly of bytes above one); it is zero when x has none.
+// possibly of bytes above one); it is zero under highBits when x has none.
 func hasZero(x uint64) uint64 {
-	return (x - 0x0101010101010101) &^ x
+	return (x - lowBits) &^ x
 }
 
 // plainByte marks the bytes a string may hold without a closer look: printable

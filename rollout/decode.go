@@ -144,7 +144,7 @@ func (sc *decodeScratch) release() {
 	}
 	clear(sc.recs)
 	sc.recs = sc.recs[:0]
-	clear(sc.wire[:cap(sc.wire)])
+	clear(sc.wire) // zero past its length already (see parseAppendInto)
 	sc.wire = sc.wire[:0]
 	clear(sc.roles)
 	sc.strs.reset()
@@ -195,6 +195,9 @@ func parseAppendInto(body []byte, opts DecodeOptions, multipart, borrow bool, sc
 		sc.wire = *w.Records // kept (and cleared) with sc
 	}
 	if err != nil {
+		// The decoder may have written past what it returned: the slice is dropped
+		// rather than cleared whole (pooled wire slices are zero past their length).
+		sc.wire = nil
 		// A bug in the fast path must not refuse a valid request: take the slow one.
 		w = appendWire{}
 		if err := appendDecoder.Unmarshal(body, &w); err != nil {

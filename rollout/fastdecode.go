@@ -71,12 +71,15 @@ func getWire() []wireRecord {
 }
 
 // putWire takes back a wire slice once nothing references its records (the pointers
-// they hold point elsewhere, so AddRecords built from them stay valid).
+// they hold point elsewhere, so AddRecords built from them stay valid). w must be
+// zero past its length (only a successful decode's slice is put back), so only its
+// length is cleared: clearing pointer-holding memory costs write barriers while the
+// collector runs.
 func putWire(w []wireRecord) {
 	if cap(w) == 0 || cap(w) > maxPooledWire {
 		return
 	}
-	clear(w[:cap(w)])
+	clear(w)
 	w = w[:0]
 	wirePool.Put(&w)
 }

@@ -90,11 +90,11 @@ func fieldErr(i int, field, format string, args ...any) *api.Error {
 }
 
 // fromWireInto turns the decoded JSON of record i into an AddRecord with defaults
-// applied, written over *r (in place: the records of a request are one slice, pooled
-// on the append route), refusing what the schema cannot hold. multipart says the
-// payload comes in a part, so binary_payload must be null here.
+// applied, written into *r, which must be zero (the records of a request are one
+// slice, pooled on the append route and cleared when handed back), refusing what the
+// schema cannot hold. multipart says the payload comes in a part, so binary_payload
+// must be null here.
 func fromWireInto(r *AddRecord, i int, w *wireRecord, now time.Time, multipart bool) error {
-	*r = AddRecord{}
 	if w.ID == nil {
 		return fieldErr(i, "id", "required")
 	}
