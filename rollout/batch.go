@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"weak"
@@ -48,11 +49,16 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 			}
 		}
 	}
-	cols := make([]arrow.Array, 0, len(p.cols))
+	// The columns are gathered in a pooled slice: NewRecordBatch copies it.
+	cp := colSlices.Get().(*[]arrow.Array)
+	cols := (*cp)[:0]
 	release := func() {
 		for _, c := range cols {
 			c.Release()
 		}
+		clear(cols)
+		*cp = cols[:0]
+		colSlices.Put(cp)
 	}
 	n := len(records)
 	for _, pc := range p.cols {
@@ -79,7 +85,11 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 				break
 			}
 			var err error
-			arr, err = col.build(records)
+			if pc.lastDict != nil {
+				arr, err = buildRoleCached(records, pc.lastDict)
+			} else {
+				arr, err = col.build(records)
+			}
 			if err != nil {
 				release()
 				return nil, err
@@ -91,6 +101,10 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 	release()
 	return rec, nil
 }
+
+// colSlices recycles ToBatch's column lists (one slot per dataset column, about 600
+// bytes a batch otherwise).
+var colSlices = sync.Pool{New: func() any { return new([]arrow.Array) }}
 
 // batchPlan is what ToBatch works out once per dataset schema: each column's builder,
 // with the schema's types and nullability checked, and the rollout columns the
@@ -111,6 +125,17 @@ type planCol struct {
 	// client are mostly the same size, and an all-null column is immutable, so
 	// batches share it.
 	lastNulls *atomic.Pointer[nullCol]
+	// lastDict is the role dictionary of the last batch (role columns only): a
+	// store's batches mostly hold the same few roles in the same order, and a
+	// dictionary is immutable, so batches share it. Tests call it through
+	// buildRoleCached.
+	lastDict *atomic.Pointer[roleDict]
+}
+
+// roleDict is a role dictionary and the values it holds, in order.
+type roleDict struct {
+	values []string
+	arr    arrow.Array
 }
 
 type nullCol struct {
@@ -171,6 +196,9 @@ func planFor(s *arrow.Schema) (*batchPlan, error) {
 			return nil, fmt.Errorf("rollout: dataset column %q has type %s; the rollout schema has %s", f.Name, f.Type, col.typ)
 		}
 		pc := planCol{field: f, spec: col, present: col.set, lastNulls: new(atomic.Pointer[nullCol])}
+		if f.Name == ColRole {
+			pc.lastDict = new(atomic.Pointer[roleDict])
+		}
 		if f.Name == ColRelationships {
 			pc.present = func(r *AddRecord) bool { return r.Relationships != nil }
 		}
@@ -517,34 +545,94 @@ func roleOf(r *AddRecord) string {
 // buildRole builds the Dictionary(Int8, Utf8) role column: the distinct roles in
 // first-seen order and one index per row.
 func buildRole(recs []AddRecord) (arrow.Array, error) {
-	index := make(map[string]int8, 4)
-	var values []string
+	return buildRoleCached(recs, nil)
+}
+
+// buildRoleCached is buildRole that takes the dictionary from cache when it holds the
+// same values in the same order, and leaves its own there otherwise (cache may be
+// nil). The batches that share a dictionary each hold a reference to it.
+func buildRoleCached(recs []AddRecord, cache *atomic.Pointer[roleDict]) (arrow.Array, error) {
+	// A handful of roles is the rule: they are looked up in a short list (the last
+	// one found first), and in a map only past a few.
+	var small [8]string
+	values := small[:0]
+	var index map[string]int8
 	keys := make([]int8, len(recs))
+	last := -1
 	for i := range recs {
 		role := roleOf(&recs[i])
-		k, ok := index[role]
-		if !ok {
+		k := -1
+		switch {
+		case last >= 0 && values[last] == role:
+			k = last
+		case index != nil:
+			if v, ok := index[role]; ok {
+				k = int(v)
+			}
+		default:
+			for j, v := range values {
+				if v == role {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
 			// The Int8 indices address MaxDistinctRoles values.
 			if len(values) == MaxDistinctRoles {
 				return nil, api.InvalidRequest("records[%d].role: more than %d distinct role values in one batch", i, MaxDistinctRoles)
 			}
-			k = int8(len(values))
-			index[role] = k
+			k = len(values)
 			values = append(values, role)
+			if index == nil && len(values) > len(small) {
+				index = make(map[string]int8, 2*len(values))
+				for j, v := range values {
+					index[v] = int8(j)
+				}
+			} else if index != nil {
+				index[role] = int8(k)
+			}
 		}
-		keys[i] = k
+		keys[i] = int8(k)
+		last = k
 	}
-	dictRecs := make([]AddRecord, len(values))
-	for i, v := range values {
-		dictRecs[i].Role = v
+	var dict arrow.Array
+	if cache != nil {
+		if c := cache.Load(); c != nil && slices.Equal(c.values, values) && c.arr.Data().Buffers() != nil {
+			// (Buffers is nil only after more releases than retains; see planCol.nulls.)
+			c.arr.Retain()
+			dict = c.arr
+		}
 	}
-	dict, err := varArray(arrow.BinaryTypes.String, dictRecs, func(r *AddRecord) (string, bool) { return r.Role, true })
-	if err != nil {
-		return nil, err
+	if dict == nil {
+		dict = stringArray(values)
+		if cache != nil {
+			// The cache's reference is never given back, also when another
+			// dictionary replaces this one: a batch may be taking it at that moment.
+			// (Go memory: the collector frees it once no batch holds it.)
+			dict.Retain()
+			cache.Store(&roleDict{values: slices.Clone(values), arr: dict})
+		}
 	}
 	defer dict.Release()
 	return fromData(array.NewDataWithDictionary(roleType, len(recs), []*memory.Buffer{nil, memory.NewBufferBytes(arrow.GetBytes(keys))},
 		0, 0, dict.Data().(*array.Data))), nil
+}
+
+// stringArray builds a Utf8 column of values (none null).
+func stringArray(values []string) arrow.Array {
+	total := 0
+	for _, v := range values {
+		total += len(v)
+	}
+	offs := make([]int32, len(values)+1)
+	data := make([]byte, 0, total)
+	for i, v := range values {
+		data = append(data, v...)
+		offs[i+1] = int32(len(data))
+	}
+	return fromData(array.NewData(arrow.BinaryTypes.String, len(values),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.GetBytes(offs)), memory.NewBufferBytes(data)}, nil, 0, 0))
 }
 
 func buildRelationships(recs []AddRecord) (arrow.Array, error) {
