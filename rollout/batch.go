@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 	"weak"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -408,14 +409,36 @@ func fromData(d arrow.ArrayData) arrow.Array {
 	return array.MakeFromData(d)
 }
 
-// fixedArray builds a fixed-width column; get reports false for a null.
+// fixedArray builds a fixed-width column; get reports false for a null. The values
+// and the validity bitmap share one allocation.
 func fixedArray[T int32 | int64 | float32 | int8](t arrow.DataType, recs []AddRecord, get func(*AddRecord) (T, bool)) arrow.Array {
-	vals := make([]T, len(recs))
+	n := len(recs)
+	nulls := 0
 	for i := range recs {
-		vals[i], _ = get(&recs[i])
+		if _, ok := get(&recs[i]); !ok {
+			nulls++
+		}
 	}
-	bits, nulls := validityOf(len(recs), func(i int) bool { _, ok := get(&recs[i]); return ok })
-	return fromData(array.NewData(t, len(recs), []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(arrow.GetBytes(vals))}, nil, nulls, 0))
+	width := int(unsafe.Sizeof(T(0)))
+	valLen := width * n
+	bitsLen := 0
+	if nulls > 0 {
+		bitsLen = int(bitutil.BytesForBits(int64(n)))
+	}
+	mem := make([]byte, valLen+bitsLen) // values first: aligned as the allocation is
+	vals := arrow.GetData[T](mem[:valLen:valLen])
+	var bits []byte
+	if nulls > 0 {
+		bits = mem[valLen : valLen+bitsLen : valLen+bitsLen]
+	}
+	for i := range recs {
+		v, ok := get(&recs[i])
+		vals[i] = v
+		if ok && bits != nil {
+			bitutil.SetBit(bits, i)
+		}
+	}
+	return fromData(array.NewData(t, n, []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(mem[:valLen:valLen])}, nil, nulls, 0))
 }
 
 func optFixed[T int32 | int64 | float32](t arrow.DataType, get func(*AddRecord) *T) colSpec {
@@ -430,40 +453,60 @@ func optFixed[T int32 | int64 | float32](t arrow.DataType, get func(*AddRecord) 
 	}}
 }
 
-// varArray builds a string or binary column (32- or 64-bit offsets by type).
+// varArray builds a string or binary column (32- or 64-bit offsets by type). The
+// offsets, the validity bitmap and the values share one allocation (three otherwise,
+// for each string column of each batch).
 func varArray[S string | []byte](t arrow.DataType, recs []AddRecord, get func(*AddRecord) (S, bool)) (arrow.Array, error) {
 	n := len(recs)
-	total := 0
+	total, nulls := 0, 0
 	for i := range recs {
-		v, _ := get(&recs[i])
+		v, ok := get(&recs[i])
 		total += len(v)
+		if !ok {
+			nulls++
+		}
 	}
-	data := make([]byte, 0, total)
-	var offsets []byte
-	switch t.ID() {
-	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
-		offs := make([]int64, n+1)
-		for i := range recs {
-			if v, ok := get(&recs[i]); ok {
-				data = append(data, v...)
-			}
-			offs[i+1] = int64(len(data))
-		}
-		offsets = arrow.GetBytes(offs)
-	default:
-		if total > 1<<31-1 {
-			return nil, fmt.Errorf("rollout: %d bytes do not fit a %s column", total, t)
-		}
-		offs := make([]int32, n+1)
-		for i := range recs {
-			if v, ok := get(&recs[i]); ok {
-				data = append(data, v...)
-			}
-			offs[i+1] = int32(len(data))
-		}
-		offsets = arrow.GetBytes(offs)
+	large := t.ID() == arrow.LARGE_STRING || t.ID() == arrow.LARGE_BINARY
+	width := 4
+	if large {
+		width = 8
+	} else if total > 1<<31-1 {
+		return nil, fmt.Errorf("rollout: %d bytes do not fit a %s column", total, t)
 	}
-	bits, nulls := validityOf(n, func(i int) bool { _, ok := get(&recs[i]); return ok })
+	offLen := width * (n + 1)
+	bitsLen := 0
+	if nulls > 0 {
+		bitsLen = int(bitutil.BytesForBits(int64(n)))
+	}
+	// Offsets first (aligned as the allocation is), then the bitmap, then the values.
+	mem := make([]byte, offLen+bitsLen+total)
+	offsets := mem[:offLen:offLen]
+	var bits []byte
+	if nulls > 0 {
+		bits = mem[offLen : offLen+bitsLen : offLen+bitsLen]
+	}
+	data := mem[offLen+bitsLen : offLen+bitsLen : len(mem)]
+	var offs32 []int32
+	var offs64 []int64
+	if large {
+		offs64 = arrow.GetData[int64](offsets)
+	} else {
+		offs32 = arrow.GetData[int32](offsets)
+	}
+	for i := range recs {
+		v, ok := get(&recs[i])
+		if ok {
+			data = append(data, v...)
+			if bits != nil {
+				bitutil.SetBit(bits, i)
+			}
+		}
+		if large {
+			offs64[i+1] = int64(len(data))
+		} else {
+			offs32[i+1] = int32(len(data))
+		}
+	}
 	return fromData(array.NewData(t, n, []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(offsets), memory.NewBufferBytes(data)}, nil, nulls, 0)), nil
 }
 
