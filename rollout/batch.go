@@ -86,9 +86,17 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 				break
 			}
 			var err error
-			if pc.lastDict != nil {
+			switch {
+			case pc.lastDict != nil:
 				arr, err = buildRoleCached(records, pc.lastDict)
-			} else {
+			case pc.repeats >= 0 && allProblemIDsDefault(records):
+				// Every problem_id is its rollout_id: the rollout_id column (built
+				// before, immutable) serves as both.
+				arr = cols[pc.repeats]
+				arr.Retain()
+			case pc.lastDefault != nil && allContentTypesDefault(records):
+				arr = pc.defaults(n)
+			default:
 				arr, err = col.build(records)
 			}
 			if err != nil {
@@ -126,6 +134,13 @@ type planCol struct {
 	// client are mostly the same size, and an all-null column is immutable, so
 	// batches share it.
 	lastNulls *atomic.Pointer[nullCol]
+	// repeats is, for problem_id, the index among the plan's columns of rollout_id
+	// when that comes first (-1 otherwise): a problem_id left out is the rollout_id.
+	repeats int
+	// lastDefault is, for content_type, the column of the last length asked for
+	// whose every value is DefaultContentType (most appends leave it out); shared
+	// like lastNulls.
+	lastDefault *atomic.Pointer[nullCol]
 	// lastDict is the role dictionary of the last batch (role columns only): a
 	// store's batches mostly hold the same few roles in the same order, and a
 	// dictionary is immutable, so batches share it. Tests call it through
@@ -156,6 +171,43 @@ func (pc planCol) nulls(n int) arrow.Array {
 	arr.Retain() // the cache's reference, kept for good
 	pc.lastNulls.Store(&nullCol{n: n, arr: arr})
 	return arr
+}
+
+// defaults returns a column of n DefaultContentType values (the caller releases it),
+// from the cache when it has that length.
+func (pc planCol) defaults(n int) arrow.Array {
+	if c := pc.lastDefault.Load(); c != nil && c.n == n && c.arr.Data().Buffers() != nil {
+		c.arr.Retain()
+		return c.arr
+	}
+	values := make([]string, n)
+	for i := range values {
+		values[i] = DefaultContentType
+	}
+	arr := stringArray(values)
+	arr.Retain() // the cache's reference, kept for good (see nulls)
+	pc.lastDefault.Store(&nullCol{n: n, arr: arr})
+	return arr
+}
+
+// allProblemIDsDefault reports whether every record's problem_id is its rollout_id.
+func allProblemIDsDefault(recs []AddRecord) bool {
+	for i := range recs {
+		if r := &recs[i]; r.ProblemID != "" && r.ProblemID != r.RolloutID {
+			return false
+		}
+	}
+	return true
+}
+
+// allContentTypesDefault reports whether every record's content_type is the default.
+func allContentTypesDefault(recs []AddRecord) bool {
+	for i := range recs {
+		if ct := recs[i].ContentType; ct != "" && ct != DefaultContentType {
+			return false
+		}
+	}
+	return true
 }
 
 type missingCol struct {
@@ -197,8 +249,18 @@ func planFor(s *arrow.Schema) (*batchPlan, error) {
 			return nil, fmt.Errorf("rollout: dataset column %q has type %s; the rollout schema has %s", f.Name, f.Type, col.typ)
 		}
 		pc := planCol{field: f, spec: col, present: col.set, lastNulls: new(atomic.Pointer[nullCol])}
-		if f.Name == ColRole {
+		pc.repeats = -1
+		switch f.Name {
+		case ColRole:
 			pc.lastDict = new(atomic.Pointer[roleDict])
+		case ColProblemID:
+			for j, prev := range p.cols {
+				if prev.field.Name == ColRolloutID {
+					pc.repeats = j
+				}
+			}
+		case ColContentType:
+			pc.lastDefault = new(atomic.Pointer[nullCol])
 		}
 		if f.Name == ColRelationships {
 			pc.present = func(r *AddRecord) bool { return r.Relationships != nil }
