@@ -71,7 +71,11 @@ func DecodeAppendRequest(r *http.Request, opts rollout.DecodeOptions) ([]rollout
 // isArrowStream reports whether an append body is an Arrow IPC stream by its
 // Content-Type (parameters ignored).
 func isArrowStream(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	ct := r.Header.Get("Content-Type")
+	if ct == api.ContentTypeJSON { // what nearly every JSON append sends: no parsing
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == api.ContentTypeArrowStream
 }
 
@@ -126,6 +130,9 @@ func decodeAppendRequestPooled(r *http.Request, opts rollout.DecodeOptions) (rec
 // isPlainJSON reports whether ct is an acceptable JSON Content-Type (what
 // DecodeAppendRequest's JSON case accepts).
 func isPlainJSON(ct string) bool {
+	if ct == api.ContentTypeJSON { // the common case, without parsing (a map per call)
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == api.ContentTypeJSON && api.CheckJSONContentType(ct) == nil
 }
