@@ -73,10 +73,9 @@ func ParseAppendJSON(body []byte, opts DecodeOptions) ([]AddRecord, error) {
 
 // ParseAppendJSONBorrowed is ParseAppendJSON without copying body: the records'
 // strings point into body itself. The caller owns body and must neither change nor
-// reuse it while any record, or a string taken from one, is still in use (the worker
-// reads each body into a pooled buffer, builds the batch, which copies the values,
-// writes the answer and only then takes the buffer back). It saves a copy of every
-// appended byte.
+// reuse it while any record, or a string taken from one, is still in use. It saves a
+// copy of every appended byte; the worker goes one step further with
+// ParseAppendJSONPooled.
 func ParseAppendJSONBorrowed(body []byte, opts DecodeOptions) ([]AddRecord, error) {
 	opts = opts.WithDefaults()
 	if int64(len(body)) > opts.MaxBodyBytes {

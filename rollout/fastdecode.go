@@ -119,9 +119,6 @@ func (a *arena[T]) reset() {
 	a.cur = 0
 }
 
-// arenaPtr stores v in a and returns its address.
-func arenaPtr[T any](a *arena[T], v T) *T { return a.ptr(v) }
-
 func (d *fastDecoder) decode() (appendWire, error) {
 	var w appendWire
 	d.ws()
@@ -241,7 +238,7 @@ func (d *fastDecoder) optStr() (*string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(d.strs, s), nil
+	return d.strs.ptr(s), nil
 }
 
 // number returns the text of the number at d.pos.
@@ -308,7 +305,7 @@ func (d *fastDecoder) optInt32() (*int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(d.i32s, int32(n)), nil
+	return d.i32s.ptr(int32(n)), nil
 }
 
 func (d *fastDecoder) optInt64() (*int64, error) {
@@ -319,7 +316,7 @@ func (d *fastDecoder) optInt64() (*int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(d.i64s, n), nil
+	return d.i64s.ptr(n), nil
 }
 
 func (d *fastDecoder) optFloat32() (*float32, error) {
@@ -330,7 +327,7 @@ func (d *fastDecoder) optFloat32() (*float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(d.f32s, f), nil
+	return d.f32s.ptr(f), nil
 }
 
 func (d *fastDecoder) optBool() (*bool, error) {
@@ -347,7 +344,7 @@ func (d *fastDecoder) optBool() (*bool, error) {
 	default:
 		return nil, d.fail("expected a boolean")
 	}
-	return arenaPtr(d.bools, v), nil
+	return d.bools.ptr(v), nil
 }
 
 // list reads a JSON array of numbers (null gives nil, [] a non-nil empty slice).

@@ -100,7 +100,9 @@ func TestLanceDBReadsBatchesWithSharedColumns(t *testing.T) {
 		want = append(want, rows...)
 		batches = append(batches, batch)
 	}
-	col := func(b arrow.RecordBatch, name string) arrow.ArrayData { return b.Column(s.FieldIndices(name)[0]).Data() }
+	col := func(b arrow.RecordBatch, name string) arrow.ArrayData {
+		return b.Column(s.FieldIndices(name)[0]).Data()
+	}
 	if col(batches[0], ColProblemID) != col(batches[0], ColRolloutID) || col(batches[2], ColProblemID) == col(batches[2], ColRolloutID) {
 		t.Fatal("problem_id shares the rollout_id column other than exactly when every problem_id is the rollout_id")
 	}
