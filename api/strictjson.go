@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -624,7 +625,11 @@ func (s *scanner) str() ([]byte, *JSONError) {
 	i := open + 1
 	escaped := false
 	for {
-		// Plain ASCII runs are the common case: one table lookup per byte.
+		// Plain ASCII runs are the common case: eight bytes at a time while no byte
+		// of the word needs a closer look, then one table lookup per byte. (An
+		// append's content strings are most of its body, and a lookup per byte made
+		// this check a twentieth of the JSON route's CPU.)
+		i = plainRun(d, i)
 		for i < len(d) && plainByte[d[i]] {
 			i++
 		}
@@ -663,6 +668,45 @@ func (s *scanner) str() ([]byte, *JSONError) {
 			i += size
 		}
 	}
+}
+
+// plainRun returns the first index from i at which an eight-byte word of d holds a
+// byte that is not plainByte (or where fewer than eight bytes are left): the words
+// before it hold printable ASCII other than the quote and the backslash only. The
+// caller finishes byte by byte from there.
+func plainRun(d []byte, i int) int {
+	for ; i+16 <= len(d); i += 16 { // two words a turn: long strings are the common case
+		if (special8(binary.LittleEndian.Uint64(d[i:]))|special8(binary.LittleEndian.Uint64(d[i+8:])))&highBits != 0 {
+			break
+		}
+	}
+	for ; i+8 <= len(d); i += 8 {
+		if special8(binary.LittleEndian.Uint64(d[i:]))&highBits != 0 {
+			return i
+		}
+	}
+	return i
+}
+
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// special8 sets the high bit of some byte of the result (masked by highBits) when a
+// byte of x is not plainByte: a byte >= 0x80 has it set in x itself, a byte < 0x20
+// sets it in x-0x20 of every byte, and a quote or backslash makes a zero byte in x
+// xor the pattern. Each test is exact about whether any byte matches (borrows only
+// run upwards from a match), so the result is zero under highBits exactly when all
+// eight bytes are plain.
+func special8(x uint64) uint64 {
+	return x | (x - 0x20*lowBits) | hasZero(x^('"'*lowBits)) | hasZero(x^('\\'*lowBits))
+}
+
+// hasZero sets the high bit of a byte of the result when x has a zero byte (and
+// possibly of bytes above one); it is zero under highBits when x has none.
+func hasZero(x uint64) uint64 {
+	return (x - lowBits) &^ x
 }
 
 // plainByte marks the bytes a string may hold without a closer look: printable

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -275,5 +276,55 @@ func TestPathAtFindsTheInnermostValue(t *testing.T) {
 	}
 	if got := dec.WithRoot("body").pathAt(doc, 0); got != "body" {
 		t.Fatalf("pathAt(0) = %q", got)
+	}
+}
+
+// TestPlainRunStopsAtTheFirstWordNeedingALook holds the word-at-a-time string scan to
+// the byte table: every byte it passes is plain, and it stops only at a word that
+// holds a byte that is not (or with fewer than eight bytes left). Every byte value at
+// every position of a word, and random mixes, are tried.
+func TestPlainRunStopsAtTheFirstWordNeedingALook(t *testing.T) {
+	check := func(d []byte) {
+		t.Helper()
+		for start := range min(len(d), 9) {
+			r := plainRun(d, start)
+			if r < start || (r-start)%8 != 0 {
+				t.Fatalf("%q from %d: stopped at %d", d, start, r)
+			}
+			for i := start; i < r; i++ {
+				if !plainByte[d[i]] {
+					t.Fatalf("%q from %d: passed byte 0x%02x at %d", d, start, d[i], i)
+				}
+			}
+			if r+8 <= len(d) {
+				allPlain := true
+				for _, c := range d[r : r+8] {
+					allPlain = allPlain && plainByte[c]
+				}
+				if allPlain {
+					t.Fatalf("%q from %d: stopped at %d before a plain word", d, start, r)
+				}
+			}
+		}
+	}
+	for c := range 256 {
+		for p := range 24 {
+			d := []byte(strings.Repeat("a", 24))
+			d[p] = byte(c)
+			check(d)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{'a', 'Z', ' ', '~', '"', '\\', 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff, 0x00, 0x21, 0x5b, 0x5d}
+	for range 20000 {
+		d := make([]byte, rng.IntN(40))
+		for i := range d {
+			if rng.IntN(8) == 0 {
+				d[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				d[i] = byte(0x20 + rng.IntN(0x60))
+			}
+		}
+		check(d)
 	}
 }

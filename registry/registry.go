@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,6 +91,19 @@ type Tombstone struct {
 type Registry struct {
 	st   objstore.Store
 	kind string
+	// decoded holds, per name, the bytes of the entry last read and what they
+	// decoded to (*decodedEntry). Get reads the object every time (an entry must be
+	// confirmed on storage: a writer checks its incarnation once per WAL entry), but
+	// decodes it only when the bytes changed.
+	decoded sync.Map
+	// bufs recycles Get's read buffers (*bytes.Buffer).
+	bufs sync.Pool
+}
+
+// decodedEntry is an entry's bytes and their decoding.
+type decodedEntry struct {
+	raw []byte
+	e   Entry
 }
 
 // New returns the registry of kind in the data directory st.
@@ -162,20 +176,65 @@ func (r *Registry) Adopt(ctx context.Context, name, incarnation string, firstVer
 	return e, nil
 }
 
-// Get returns the entry of name or ErrNotFound.
+// Get returns the entry of name or ErrNotFound. It reads the entry from storage every
+// time; the JSON is decoded again only when its bytes differ from the last read's.
 func (r *Registry) Get(ctx context.Context, name string) (Entry, error) {
-	buf, err := objstore.ReadAll(ctx, r.st, r.key(name))
+	key := r.key(name)
+	b, _ := r.bufs.Get().(*bytes.Buffer)
+	if b == nil {
+		b = new(bytes.Buffer)
+	}
+	defer func() {
+		if b.Cap() <= maxPooledEntry {
+			b.Reset()
+			r.bufs.Put(b)
+		}
+	}()
+	err := readInto(ctx, r.st, key, b)
 	if errors.Is(err, objstore.ErrNotFound) {
+		r.decoded.Delete(name)
 		return Entry{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("registry: get %s: %w", name, err)
 	}
-	var e Entry
-	if err := json.Unmarshal(buf, &e); err != nil {
-		return Entry{}, fmt.Errorf("registry: decode %s: %w", r.key(name), err)
+	if v, ok := r.decoded.Load(name); ok {
+		if d := v.(*decodedEntry); bytes.Equal(d.raw, b.Bytes()) {
+			return d.e.clone(), nil
+		}
 	}
+	var e Entry
+	if err := json.Unmarshal(b.Bytes(), &e); err != nil {
+		return Entry{}, fmt.Errorf("registry: decode %s: %w", key, err)
+	}
+	r.decoded.Store(name, &decodedEntry{raw: bytes.Clone(b.Bytes()), e: e.clone()})
 	return e, nil
+}
+
+// maxPooledEntry bounds the read buffers Get keeps (an entry is a few hundred bytes).
+const maxPooledEntry = 64 << 10
+
+// clone returns e with its own copy of what it points to, so a caller that changes
+// the entry it got does not change the cached one.
+func (e Entry) clone() Entry {
+	if e.Adopted != nil {
+		a := *e.Adopted
+		e.Adopted = &a
+	}
+	return e
+}
+
+// readInto reads the object key into b (empty).
+func readInto(ctx context.Context, st objstore.Reader, key string, b *bytes.Buffer) error {
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if _, err := b.ReadFrom(rc); err != nil {
+		return fmt.Errorf("objstore: read %s: %w", key, err)
+	}
+	return nil
 }
 
 // Names lists store names in ascending order, reading only the listing (no entry reads).
@@ -245,6 +304,7 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 	if err := r.st.Delete(ctx, r.key(name)); err != nil {
 		return fmt.Errorf("registry: delete entry %s: %w", name, err)
 	}
+	r.decoded.Delete(name)
 	return nil
 }
 

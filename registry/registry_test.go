@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -115,5 +116,64 @@ func TestRecreatedStoreIsANewIncarnationPastTheOldHistory(t *testing.T) {
 	third, err := r.Create(ctx, "exp", time.Now())
 	if err != nil || third.FirstVersion != second.FirstVersion+VersionGap {
 		t.Fatalf("third incarnation %+v %v", third, err)
+	}
+}
+
+// TestGetFollowsTheEntryOnStorage: Get decodes an entry again only when its bytes
+// changed, so it must still see every change: an entry replaced behind its back by
+// one of the same length, an entry removed, a store deleted and created again; and a
+// caller changing the entry it got must not change what the next Get returns.
+func TestGetFollowsTheEntryOnStorage(t *testing.T) {
+	ctx := context.Background()
+	st, err := objstore.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(st, "rollout")
+	first, err := r.Adopt(ctx, "exp", "inc-aaaa", 7, Adoption{Source: "lance-context", FromVersion: 6}, time.Unix(100, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		e, err := r.Get(ctx, "exp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Incarnation != first.Incarnation || e.Adopted == nil || e.Adopted.FromVersion != 6 {
+			t.Fatalf("got %+v, want %+v", e, first)
+		}
+		e.Adopted.FromVersion = 99 // a caller's change
+	}
+	// Replaced behind the registry's back by an entry of the same length.
+	other := first
+	other.Incarnation = "inc-bbbb"
+	body, err := json.Marshal(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := objstore.PutBytes(ctx, st, r.key("exp"), body); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := r.Get(ctx, "exp"); err != nil || e.Incarnation != "inc-bbbb" {
+		t.Fatalf("after a replacement: %+v, %v", e, err)
+	}
+	if err := st.Delete(ctx, r.key("exp")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, "exp"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the entry went: %v", err)
+	}
+	created, err := r.Create(ctx, "exp", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := r.Get(ctx, "exp"); err != nil || e.Incarnation != created.Incarnation || e.Adopted != nil {
+		t.Fatalf("after a new creation: %+v, %v", e, err)
+	}
+	if err := r.Delete(ctx, "exp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, "exp"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after a delete: %v", err)
 	}
 }

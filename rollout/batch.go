@@ -3,8 +3,10 @@ package rollout
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 	"weak"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -48,11 +50,16 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 			}
 		}
 	}
-	cols := make([]arrow.Array, 0, len(p.cols))
+	// The columns are gathered in a pooled slice: NewRecordBatch copies it.
+	cp := colSlices.Get().(*[]arrow.Array)
+	cols := (*cp)[:0]
 	release := func() {
 		for _, c := range cols {
 			c.Release()
 		}
+		clear(cols)
+		*cp = cols[:0]
+		colSlices.Put(cp)
 	}
 	n := len(records)
 	for _, pc := range p.cols {
@@ -79,7 +86,19 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 				break
 			}
 			var err error
-			arr, err = col.build(records)
+			switch {
+			case pc.lastDict != nil:
+				arr, err = buildRoleCached(records, pc.lastDict)
+			case pc.repeats >= 0 && allProblemIDsDefault(records):
+				// Every problem_id is its rollout_id: the rollout_id column (built
+				// before, immutable) serves as both.
+				arr = cols[pc.repeats]
+				arr.Retain()
+			case pc.lastDefault != nil && allContentTypesDefault(records):
+				arr = pc.defaults(n)
+			default:
+				arr, err = col.build(records)
+			}
 			if err != nil {
 				release()
 				return nil, err
@@ -91,6 +110,10 @@ func ToBatch(records []AddRecord, s *arrow.Schema) (arrow.RecordBatch, error) {
 	release()
 	return rec, nil
 }
+
+// colSlices recycles ToBatch's column lists (one slot per dataset column, about 600
+// bytes a batch otherwise).
+var colSlices = sync.Pool{New: func() any { return new([]arrow.Array) }}
 
 // batchPlan is what ToBatch works out once per dataset schema: each column's builder,
 // with the schema's types and nullability checked, and the rollout columns the
@@ -111,6 +134,24 @@ type planCol struct {
 	// client are mostly the same size, and an all-null column is immutable, so
 	// batches share it.
 	lastNulls *atomic.Pointer[nullCol]
+	// repeats is, for problem_id, the index among the plan's columns of rollout_id
+	// when that comes first (-1 otherwise): a problem_id left out is the rollout_id.
+	repeats int
+	// lastDefault is, for content_type, the column of the last length asked for
+	// whose every value is DefaultContentType (most appends leave it out); shared
+	// like lastNulls.
+	lastDefault *atomic.Pointer[nullCol]
+	// lastDict is the role dictionary of the last batch (role columns only): a
+	// store's batches mostly hold the same few roles in the same order, and a
+	// dictionary is immutable, so batches share it. Tests call it through
+	// buildRoleCached.
+	lastDict *atomic.Pointer[roleDict]
+}
+
+// roleDict is a role dictionary and the values it holds, in order.
+type roleDict struct {
+	values []string
+	arr    arrow.Array
 }
 
 type nullCol struct {
@@ -130,6 +171,43 @@ func (pc planCol) nulls(n int) arrow.Array {
 	arr.Retain() // the cache's reference, kept for good
 	pc.lastNulls.Store(&nullCol{n: n, arr: arr})
 	return arr
+}
+
+// defaults returns a column of n DefaultContentType values (the caller releases it),
+// from the cache when it has that length.
+func (pc planCol) defaults(n int) arrow.Array {
+	if c := pc.lastDefault.Load(); c != nil && c.n == n && c.arr.Data().Buffers() != nil {
+		c.arr.Retain()
+		return c.arr
+	}
+	values := make([]string, n)
+	for i := range values {
+		values[i] = DefaultContentType
+	}
+	arr := stringArray(values)
+	arr.Retain() // the cache's reference, kept for good (see nulls)
+	pc.lastDefault.Store(&nullCol{n: n, arr: arr})
+	return arr
+}
+
+// allProblemIDsDefault reports whether every record's problem_id is its rollout_id.
+func allProblemIDsDefault(recs []AddRecord) bool {
+	for i := range recs {
+		if r := &recs[i]; r.ProblemID != "" && r.ProblemID != r.RolloutID {
+			return false
+		}
+	}
+	return true
+}
+
+// allContentTypesDefault reports whether every record's content_type is the default.
+func allContentTypesDefault(recs []AddRecord) bool {
+	for i := range recs {
+		if ct := recs[i].ContentType; ct != "" && ct != DefaultContentType {
+			return false
+		}
+	}
+	return true
 }
 
 type missingCol struct {
@@ -171,6 +249,19 @@ func planFor(s *arrow.Schema) (*batchPlan, error) {
 			return nil, fmt.Errorf("rollout: dataset column %q has type %s; the rollout schema has %s", f.Name, f.Type, col.typ)
 		}
 		pc := planCol{field: f, spec: col, present: col.set, lastNulls: new(atomic.Pointer[nullCol])}
+		pc.repeats = -1
+		switch f.Name {
+		case ColRole:
+			pc.lastDict = new(atomic.Pointer[roleDict])
+		case ColProblemID:
+			for j, prev := range p.cols {
+				if prev.field.Name == ColRolloutID {
+					pc.repeats = j
+				}
+			}
+		case ColContentType:
+			pc.lastDefault = new(atomic.Pointer[nullCol])
+		}
 		if f.Name == ColRelationships {
 			pc.present = func(r *AddRecord) bool { return r.Relationships != nil }
 		}
@@ -380,14 +471,36 @@ func fromData(d arrow.ArrayData) arrow.Array {
 	return array.MakeFromData(d)
 }
 
-// fixedArray builds a fixed-width column; get reports false for a null.
+// fixedArray builds a fixed-width column; get reports false for a null. The values
+// and the validity bitmap share one allocation.
 func fixedArray[T int32 | int64 | float32 | int8](t arrow.DataType, recs []AddRecord, get func(*AddRecord) (T, bool)) arrow.Array {
-	vals := make([]T, len(recs))
+	n := len(recs)
+	nulls := 0
 	for i := range recs {
-		vals[i], _ = get(&recs[i])
+		if _, ok := get(&recs[i]); !ok {
+			nulls++
+		}
 	}
-	bits, nulls := validityOf(len(recs), func(i int) bool { _, ok := get(&recs[i]); return ok })
-	return fromData(array.NewData(t, len(recs), []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(arrow.GetBytes(vals))}, nil, nulls, 0))
+	width := int(unsafe.Sizeof(T(0)))
+	valLen := width * n
+	bitsLen := 0
+	if nulls > 0 {
+		bitsLen = int(bitutil.BytesForBits(int64(n)))
+	}
+	mem := make([]byte, valLen+bitsLen) // values first: aligned as the allocation is
+	vals := arrow.GetData[T](mem[:valLen:valLen])
+	var bits []byte
+	if nulls > 0 {
+		bits = mem[valLen : valLen+bitsLen : valLen+bitsLen]
+	}
+	for i := range recs {
+		v, ok := get(&recs[i])
+		vals[i] = v
+		if ok && bits != nil {
+			bitutil.SetBit(bits, i)
+		}
+	}
+	return fromData(array.NewData(t, n, []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(mem[:valLen:valLen])}, nil, nulls, 0))
 }
 
 func optFixed[T int32 | int64 | float32](t arrow.DataType, get func(*AddRecord) *T) colSpec {
@@ -402,40 +515,60 @@ func optFixed[T int32 | int64 | float32](t arrow.DataType, get func(*AddRecord) 
 	}}
 }
 
-// varArray builds a string or binary column (32- or 64-bit offsets by type).
+// varArray builds a string or binary column (32- or 64-bit offsets by type). The
+// offsets, the validity bitmap and the values share one allocation (three otherwise,
+// for each string column of each batch).
 func varArray[S string | []byte](t arrow.DataType, recs []AddRecord, get func(*AddRecord) (S, bool)) (arrow.Array, error) {
 	n := len(recs)
-	total := 0
+	total, nulls := 0, 0
 	for i := range recs {
-		v, _ := get(&recs[i])
+		v, ok := get(&recs[i])
 		total += len(v)
+		if !ok {
+			nulls++
+		}
 	}
-	data := make([]byte, 0, total)
-	var offsets []byte
-	switch t.ID() {
-	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
-		offs := make([]int64, n+1)
-		for i := range recs {
-			if v, ok := get(&recs[i]); ok {
-				data = append(data, v...)
-			}
-			offs[i+1] = int64(len(data))
-		}
-		offsets = arrow.GetBytes(offs)
-	default:
-		if total > 1<<31-1 {
-			return nil, fmt.Errorf("rollout: %d bytes do not fit a %s column", total, t)
-		}
-		offs := make([]int32, n+1)
-		for i := range recs {
-			if v, ok := get(&recs[i]); ok {
-				data = append(data, v...)
-			}
-			offs[i+1] = int32(len(data))
-		}
-		offsets = arrow.GetBytes(offs)
+	large := t.ID() == arrow.LARGE_STRING || t.ID() == arrow.LARGE_BINARY
+	width := 4
+	if large {
+		width = 8
+	} else if total > 1<<31-1 {
+		return nil, fmt.Errorf("rollout: %d bytes do not fit a %s column", total, t)
 	}
-	bits, nulls := validityOf(n, func(i int) bool { _, ok := get(&recs[i]); return ok })
+	offLen := width * (n + 1)
+	bitsLen := 0
+	if nulls > 0 {
+		bitsLen = int(bitutil.BytesForBits(int64(n)))
+	}
+	// Offsets first (aligned as the allocation is), then the bitmap, then the values.
+	mem := make([]byte, offLen+bitsLen+total)
+	offsets := mem[:offLen:offLen]
+	var bits []byte
+	if nulls > 0 {
+		bits = mem[offLen : offLen+bitsLen : offLen+bitsLen]
+	}
+	data := mem[offLen+bitsLen : offLen+bitsLen : len(mem)]
+	var offs32 []int32
+	var offs64 []int64
+	if large {
+		offs64 = arrow.GetData[int64](offsets)
+	} else {
+		offs32 = arrow.GetData[int32](offsets)
+	}
+	for i := range recs {
+		v, ok := get(&recs[i])
+		if ok {
+			data = append(data, v...)
+			if bits != nil {
+				bitutil.SetBit(bits, i)
+			}
+		}
+		if large {
+			offs64[i+1] = int64(len(data))
+		} else {
+			offs32[i+1] = int32(len(data))
+		}
+	}
 	return fromData(array.NewData(t, n, []*memory.Buffer{goBuffer(bits), memory.NewBufferBytes(offsets), memory.NewBufferBytes(data)}, nil, nulls, 0)), nil
 }
 
@@ -517,34 +650,94 @@ func roleOf(r *AddRecord) string {
 // buildRole builds the Dictionary(Int8, Utf8) role column: the distinct roles in
 // first-seen order and one index per row.
 func buildRole(recs []AddRecord) (arrow.Array, error) {
-	index := make(map[string]int8, 4)
-	var values []string
+	return buildRoleCached(recs, nil)
+}
+
+// buildRoleCached is buildRole that takes the dictionary from cache when it holds the
+// same values in the same order, and leaves its own there otherwise (cache may be
+// nil). The batches that share a dictionary each hold a reference to it.
+func buildRoleCached(recs []AddRecord, cache *atomic.Pointer[roleDict]) (arrow.Array, error) {
+	// A handful of roles is the rule: they are looked up in a short list (the last
+	// one found first), and in a map only past a few.
+	var small [8]string
+	values := small[:0]
+	var index map[string]int8
 	keys := make([]int8, len(recs))
+	last := -1
 	for i := range recs {
 		role := roleOf(&recs[i])
-		k, ok := index[role]
-		if !ok {
+		k := -1
+		switch {
+		case last >= 0 && values[last] == role:
+			k = last
+		case index != nil:
+			if v, ok := index[role]; ok {
+				k = int(v)
+			}
+		default:
+			for j, v := range values {
+				if v == role {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
 			// The Int8 indices address MaxDistinctRoles values.
 			if len(values) == MaxDistinctRoles {
 				return nil, api.InvalidRequest("records[%d].role: more than %d distinct role values in one batch", i, MaxDistinctRoles)
 			}
-			k = int8(len(values))
-			index[role] = k
+			k = len(values)
 			values = append(values, role)
+			if index == nil && len(values) > len(small) {
+				index = make(map[string]int8, 2*len(values))
+				for j, v := range values {
+					index[v] = int8(j)
+				}
+			} else if index != nil {
+				index[role] = int8(k)
+			}
 		}
-		keys[i] = k
+		keys[i] = int8(k)
+		last = k
 	}
-	dictRecs := make([]AddRecord, len(values))
-	for i, v := range values {
-		dictRecs[i].Role = v
+	var dict arrow.Array
+	if cache != nil {
+		if c := cache.Load(); c != nil && slices.Equal(c.values, values) && c.arr.Data().Buffers() != nil {
+			// (Buffers is nil only after more releases than retains; see planCol.nulls.)
+			c.arr.Retain()
+			dict = c.arr
+		}
 	}
-	dict, err := varArray(arrow.BinaryTypes.String, dictRecs, func(r *AddRecord) (string, bool) { return r.Role, true })
-	if err != nil {
-		return nil, err
+	if dict == nil {
+		dict = stringArray(values)
+		if cache != nil {
+			// The cache's reference is never given back, also when another
+			// dictionary replaces this one: a batch may be taking it at that moment.
+			// (Go memory: the collector frees it once no batch holds it.)
+			dict.Retain()
+			cache.Store(&roleDict{values: slices.Clone(values), arr: dict})
+		}
 	}
 	defer dict.Release()
 	return fromData(array.NewDataWithDictionary(roleType, len(recs), []*memory.Buffer{nil, memory.NewBufferBytes(arrow.GetBytes(keys))},
 		0, 0, dict.Data().(*array.Data))), nil
+}
+
+// stringArray builds a Utf8 column of values (none null).
+func stringArray(values []string) arrow.Array {
+	total := 0
+	for _, v := range values {
+		total += len(v)
+	}
+	offs := make([]int32, len(values)+1)
+	data := make([]byte, 0, total)
+	for i, v := range values {
+		data = append(data, v...)
+		offs[i+1] = int32(len(data))
+	}
+	return fromData(array.NewData(arrow.BinaryTypes.String, len(values),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.GetBytes(offs)), memory.NewBufferBytes(data)}, nil, 0, 0))
 }
 
 func buildRelationships(recs []AddRecord) (arrow.Array, error) {

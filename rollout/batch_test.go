@@ -2,7 +2,9 @@ package rollout
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -239,4 +241,62 @@ func checkBatch(t *testing.T, b arrow.RecordBatch) {
 	if mustJSON(a) != mustJSON(c) {
 		t.Fatalf("IPC round trip changed the records")
 	}
+}
+
+// TestRoleColumnsReadBackAcrossCachedDictionaries builds batches of one schema (so one
+// cached role dictionary) one after another and from several goroutines at once, with
+// role sets that repeat, change order, grow past the short list into the map, and
+// hit the dictionary's limit: every row must read back its own role, and a batch with
+// the same roles in the same order as the one before shares its dictionary.
+func TestRoleColumnsReadBackAcrossCachedDictionaries(t *testing.T) {
+	s := arrow.NewSchema(Schema().Fields(), nil) // a store's own schema: its own plan and cache
+	many := make([]string, 20)
+	for i := range many {
+		many[i] = fmt.Sprintf("role-%d", i)
+	}
+	sets := [][]string{{"user", "assistant"}, {"user", "assistant"}, {"assistant", "user"}, {"tool"}, many, {"user", "assistant"}}
+	build := func(roles []string, rows int) arrow.RecordBatch {
+		t.Helper()
+		recs := make([]AddRecord, rows)
+		for i := range recs {
+			recs[i] = AddRecord{ID: fmt.Sprint(i), RolloutID: "t", CreatedAt: fixedNow, Role: roles[i%len(roles)]}
+		}
+		b, err := ToBatch(recs, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := b.Column(s.FieldIndices(ColRole)[0]).(*array.Dictionary)
+		dict := col.Dictionary().(*array.String)
+		for i := range rows {
+			if got := dict.Value(col.GetValueIndex(i)); got != roles[i%len(roles)] {
+				t.Errorf("row %d: role %q, want %q", i, got, roles[i%len(roles)])
+			}
+		}
+		return b
+	}
+	var prev arrow.RecordBatch
+	for _, roles := range sets {
+		b := build(roles, 3*len(roles)+1)
+		checkBatch(t, b)
+		if prev != nil {
+			pd := prev.Column(s.FieldIndices(ColRole)[0]).(*array.Dictionary).Dictionary()
+			bd := b.Column(s.FieldIndices(ColRole)[0]).(*array.Dictionary).Dictionary()
+			same := array.Equal(pd, bd)
+			if shared := pd.Data() == bd.Data(); shared != same {
+				t.Fatalf("roles %v: dictionary shared %v, equal to the last batch's %v", roles, shared, same)
+			}
+			prev.Release()
+		}
+		prev = b
+	}
+	prev.Release()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				build(sets[(g+i)%len(sets)], 7+g).Release()
+			}
+		})
+	}
+	wg.Wait()
 }

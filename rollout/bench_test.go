@@ -58,3 +58,42 @@ func BenchmarkToBatch(b *testing.B) {
 		})
 	}
 }
+
+// ingestBody is a request of the worker ingest benchmark's shape (bench/worker_bench):
+// n rows of about 1 KiB, most of it content.
+func ingestBody(n int) []byte {
+	content := strings.Repeat("the quick brown fox jumps over the lazy dog ", 20)[:874]
+	var b strings.Builder
+	b.WriteString(`{"records":[`)
+	for k := range n {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"c3-%d-%d","rollout_id":"r3-%d","sequence_order":%d,"role":"assistant","content":"%s","reward":0.5,"policy_version":"ckpt-1"}`,
+			k, k, k, k, content)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+// BenchmarkJSONAppendPath is the rollout half of a JSON append on the worker: the
+// pooled decode of a 10-row body of the ingest benchmark's shape and the batch built
+// from it (the ns and bytes per row the route spends before the WAL).
+func BenchmarkJSONAppendPath(b *testing.B) {
+	body := ingestBody(10)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		recs, release, err := ParseAppendJSONPooled(body, DecodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec, err := ToBatch(recs, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+		release()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(10*b.N), "ns/row")
+}

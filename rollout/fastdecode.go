@@ -23,13 +23,22 @@ type fastDecoder struct {
 	pos int
 	// wire is reused storage for the records (from wirePool).
 	wire []wireRecord
-	// The optional fields of wireRecord are pointers; they point into these chunks
-	// instead of one allocation each (five to ten per row otherwise).
-	strs  []string
-	i32s  []int32
-	i64s  []int64
-	f32s  []float32
-	bools []bool
+	// The optional fields of wireRecord are pointers; they point into these arenas
+	// instead of one allocation each (five to ten per row otherwise). With a pooled
+	// decodeScratch the arenas' chunks are reused by the next request.
+	strs  *arena[string]
+	i32s  *arena[int32]
+	i64s  *arena[int64]
+	f32s  *arena[float32]
+	bools *arena[bool]
+}
+
+// arenas points d's arenas at sc's (fresh ones when sc is nil).
+func (d *fastDecoder) arenas(sc *decodeScratch) {
+	if sc == nil {
+		sc = new(decodeScratch)
+	}
+	d.strs, d.i32s, d.i64s, d.f32s, d.bools = &sc.strs, &sc.i32s, &sc.i64s, &sc.f32s, &sc.bools
 }
 
 // errFastDecode means the body was not what the strict check promised: a bug, never
@@ -42,6 +51,7 @@ func (d *fastDecoder) fail(what string) error {
 
 func decodeAppendFast(body []byte) (appendWire, error) {
 	d := fastDecoder{b: body, s: string(body)}
+	d.arenas(nil)
 	return d.decode()
 }
 
@@ -61,24 +71,52 @@ func getWire() []wireRecord {
 }
 
 // putWire takes back a wire slice once nothing references its records (the pointers
-// they hold point elsewhere, so AddRecords built from them stay valid).
+// they hold point elsewhere, so AddRecords built from them stay valid). w must be
+// zero past its length (only a successful decode's slice is put back), so only its
+// length is cleared: clearing pointer-holding memory costs write barriers while the
+// collector runs.
 func putWire(w []wireRecord) {
 	if cap(w) == 0 || cap(w) > maxPooledWire {
 		return
 	}
-	clear(w[:cap(w)])
+	clear(w)
 	w = w[:0]
 	wirePool.Put(&w)
 }
 
-// arenaPtr stores v in the chunk *a and returns its address; a full chunk is left to
-// the values pointing into it and a new one started.
-func arenaPtr[T any](a *[]T, v T) *T {
-	if len(*a) == cap(*a) {
-		*a = make([]T, 0, 32)
+// arena hands out addresses of single values from chunks of 32, one allocation per
+// chunk instead of one per value. A chunk is never moved or grown, so an address
+// stays valid until reset, after which the chunks are filled again from the start
+// (only a pooled decodeScratch resets: its records are dead by then).
+type arena[T any] struct {
+	chunks [][]T
+	cur    int // the chunk being filled
+}
+
+// arenaChunk is the values per chunk: a row sets a handful of optional fields.
+const arenaChunk = 32
+
+// ptr stores v in the arena and returns its address.
+func (a *arena[T]) ptr(v T) *T {
+	for a.cur < len(a.chunks) && len(a.chunks[a.cur]) == cap(a.chunks[a.cur]) {
+		a.cur++
 	}
-	*a = append(*a, v)
-	return &(*a)[len(*a)-1]
+	if a.cur == len(a.chunks) {
+		a.chunks = append(a.chunks, make([]T, 0, arenaChunk))
+	}
+	c := append(a.chunks[a.cur], v)
+	a.chunks[a.cur] = c
+	return &c[len(c)-1]
+}
+
+// reset empties the arena for reuse, dropping what its values referenced (strings
+// into a request body) so a pooled arena does not keep an old body alive.
+func (a *arena[T]) reset() {
+	for i, c := range a.chunks {
+		clear(c)
+		a.chunks[i] = c[:0]
+	}
+	a.cur = 0
 }
 
 func (d *fastDecoder) decode() (appendWire, error) {
@@ -200,7 +238,7 @@ func (d *fastDecoder) optStr() (*string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(&d.strs, s), nil
+	return d.strs.ptr(s), nil
 }
 
 // number returns the text of the number at d.pos.
@@ -267,7 +305,7 @@ func (d *fastDecoder) optInt32() (*int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(&d.i32s, int32(n)), nil
+	return d.i32s.ptr(int32(n)), nil
 }
 
 func (d *fastDecoder) optInt64() (*int64, error) {
@@ -278,7 +316,7 @@ func (d *fastDecoder) optInt64() (*int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(&d.i64s, n), nil
+	return d.i64s.ptr(n), nil
 }
 
 func (d *fastDecoder) optFloat32() (*float32, error) {
@@ -289,7 +327,7 @@ func (d *fastDecoder) optFloat32() (*float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return arenaPtr(&d.f32s, f), nil
+	return d.f32s.ptr(f), nil
 }
 
 func (d *fastDecoder) optBool() (*bool, error) {
@@ -306,7 +344,7 @@ func (d *fastDecoder) optBool() (*bool, error) {
 	default:
 		return nil, d.fail("expected a boolean")
 	}
-	return arenaPtr(&d.bools, v), nil
+	return d.bools.ptr(v), nil
 }
 
 // list reads a JSON array of numbers (null gives nil, [] a non-nil empty slice).

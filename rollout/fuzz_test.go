@@ -85,6 +85,18 @@ func FuzzDecodeAppendJSON(f *testing.F) {
 	corpusBodies(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := ParseAppendJSON(data, fuzzOpts)
+		// The pooled decoder (the worker's) answers the same, twice in a row (the
+		// second time in memory the first handed back).
+		for range 2 {
+			pooled, release, perr := ParseAppendJSONPooled(data, fuzzOpts)
+			if (err == nil) != (perr == nil) || err != nil && err.Error() != perr.Error() {
+				t.Fatalf("pooled decode: %v, copying decode: %v", perr, err)
+			}
+			if err == nil && !reflect.DeepEqual(pooled, recs) {
+				t.Fatalf("pooled decode differs:\n got %+v\nwant %+v", pooled, recs)
+			}
+			release()
+		}
 		if err != nil {
 			checkRefusal(t, err)
 			return

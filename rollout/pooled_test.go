@@ -139,3 +139,42 @@ func TestPlansGoWithTheirSchema(t *testing.T) {
 		t.Fatalf("%d plans still cached after the schemas became unreachable, %d before", n, before)
 	}
 }
+
+// TestParseAppendJSONPooledMatchesCopyAcrossReuse decodes a body that sets every field
+// and then one that sets few, again and again through the pooled decoder, releasing
+// each time: every decode must equal the copying decoder's, so records, arenas and
+// wire records handed back to the pool carry nothing into the next request.
+func TestParseAppendJSONPooledMatchesCopyAcrossReuse(t *testing.T) {
+	bodies := []string{
+		roundTripInput,
+		`{"records":[{"id":"x","rollout_id":"y"},{"id":"z","rollout_id":"y","reward":null}]}`,
+		`{"records":[{"id":"a\"b","rollout_id":"t\u00e9","content":"line\nnext","metadata":{"k":[1, 2]},"binary_payload":"AAEC"}]}`,
+	}
+	want := make([][]AddRecord, len(bodies))
+	for i, b := range bodies {
+		recs, err := ParseAppendJSON([]byte(b), DecodeOptions{Now: fixedClock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = recs
+	}
+	for round := range 20 { // the pool may hand out any scratch put back
+		for i, b := range bodies {
+			got, release, err := ParseAppendJSONPooled([]byte(b), DecodeOptions{Now: fixedClock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want[i]) {
+				t.Fatalf("round %d, body %d: pooled decode\n got %+v\nwant %+v", round, i, got, want[i])
+			}
+			release()
+		}
+		// A refused body also hands its scratch back, half filled.
+		_, release, err := ParseAppendJSONPooled([]byte(`{"records":[{"id":"ok","rollout_id":"r","content":"c"},{"id":"","rollout_id":"r"}]}`),
+			DecodeOptions{Now: fixedClock})
+		if err == nil {
+			t.Fatal("an empty id was accepted")
+		}
+		release()
+	}
+}

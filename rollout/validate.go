@@ -89,42 +89,43 @@ func fieldErr(i int, field, format string, args ...any) *api.Error {
 	return api.InvalidRequest("records[%d].%s: %s", i, field, fmt.Sprintf(format, args...))
 }
 
-// fromWire turns the decoded JSON of record i into an AddRecord with defaults applied,
-// refusing what the schema cannot hold. multipart says the payload comes in a part,
-// so binary_payload must be null here.
-func fromWire(i int, w *wireRecord, now time.Time, multipart bool) (AddRecord, error) {
-	var r AddRecord
+// fromWireInto turns the decoded JSON of record i into an AddRecord with defaults
+// applied, written into *r, which must be zero (the records of a request are one
+// slice, pooled on the append route and cleared when handed back), refusing what the
+// schema cannot hold. multipart says the payload comes in a part, so binary_payload
+// must be null here.
+func fromWireInto(r *AddRecord, i int, w *wireRecord, now time.Time, multipart bool) error {
 	if w.ID == nil {
-		return r, fieldErr(i, "id", "required")
+		return fieldErr(i, "id", "required")
 	}
 	if err := validID(*w.ID, func() string { return fmt.Sprintf("records[%d].id", i) }); err != nil {
-		return r, err
+		return err
 	}
 	if w.RolloutID == nil {
-		return r, fieldErr(i, "rollout_id", "required")
+		return fieldErr(i, "rollout_id", "required")
 	}
 	if err := validID(*w.RolloutID, func() string { return fmt.Sprintf("records[%d].rollout_id", i) }); err != nil {
-		return r, err
+		return err
 	}
 	r.ID, r.RolloutID = *w.ID, *w.RolloutID
 	r.ProblemID = r.RolloutID
 	if w.ProblemID != nil {
 		if err := validID(*w.ProblemID, func() string { return fmt.Sprintf("records[%d].problem_id", i) }); err != nil {
-			return r, err
+			return err
 		}
 		r.ProblemID = *w.ProblemID
 	}
 	r.Role = DefaultRole
 	if w.Role != nil {
 		if msg := checkShortText(*w.Role, MaxRoleLen); msg != "" {
-			return r, fieldErr(i, "role", "%s", msg)
+			return fieldErr(i, "role", "%s", msg)
 		}
 		r.Role = *w.Role
 	}
 	r.ContentType = DefaultContentType
 	if w.ContentType != nil {
 		if msg := checkShortText(*w.ContentType, MaxContentTypeLen); msg != "" {
-			return r, fieldErr(i, "content_type", "%s", msg)
+			return fieldErr(i, "content_type", "%s", msg)
 		}
 		r.ContentType = *w.ContentType
 	}
@@ -132,7 +133,7 @@ func fromWire(i int, w *wireRecord, now time.Time, multipart bool) (AddRecord, e
 	if w.CreatedAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *w.CreatedAt)
 		if err != nil {
-			return r, fieldErr(i, "created_at", "%s is not an RFC 3339 timestamp (like 2024-05-01T12:00:00Z)", quote(*w.CreatedAt, 40))
+			return fieldErr(i, "created_at", "%s is not an RFC 3339 timestamp (like 2024-05-01T12:00:00Z)", quote(*w.CreatedAt, 40))
 		}
 		r.CreatedAt = t
 	}
@@ -145,7 +146,7 @@ func fromWire(i int, w *wireRecord, now time.Time, multipart bool) (AddRecord, e
 		v    *int32
 	}{{"num_input_tokens", w.NumInputTokens}, {"num_output_tokens", w.NumOutputTokens}} {
 		if f.v != nil && *f.v < 0 {
-			return r, fieldErr(i, f.name, "must not be negative, got %d", *f.v)
+			return fieldErr(i, f.name, "must not be negative, got %d", *f.v)
 		}
 	}
 	r.NumInputTokens, r.NumOutputTokens = w.NumInputTokens, w.NumOutputTokens
@@ -166,35 +167,35 @@ func fromWire(i int, w *wireRecord, now time.Time, multipart bool) (AddRecord, e
 		for j, wr := range w.Relationships {
 			field := fmt.Sprintf("relationships[%d]", j)
 			if wr.TargetID == nil {
-				return r, fieldErr(i, field+".target_id", "required")
+				return fieldErr(i, field+".target_id", "required")
 			}
 			if err := validID(*wr.TargetID, func() string { return fmt.Sprintf("records[%d].%s.target_id", i, field) }); err != nil {
-				return r, err
+				return err
 			}
 			if wr.Relation == nil {
-				return r, fieldErr(i, field+".relation", "required")
+				return fieldErr(i, field+".relation", "required")
 			}
 			if msg := checkShortText(*wr.Relation, MaxRelationLen); msg != "" {
-				return r, fieldErr(i, field+".relation", "%s", msg)
+				return fieldErr(i, field+".relation", "%s", msg)
 			}
 			r.Relationships[j] = Relationship{TargetID: *wr.TargetID, Relation: *wr.Relation, Weight: wr.Weight}
 		}
 	}
 
 	if w.PayloadSize != nil && *w.PayloadSize < 0 {
-		return r, fieldErr(i, "payload_size", "must not be negative, got %d", *w.PayloadSize)
+		return fieldErr(i, "payload_size", "must not be negative, got %d", *w.PayloadSize)
 	}
 	r.PayloadSize = w.PayloadSize
 	if w.BinaryPayload != nil {
 		if multipart {
-			return r, fieldErr(i, "binary_payload", "must be null in a multipart request; send the bytes as part %q", fmt.Sprint(i))
+			return fieldErr(i, "binary_payload", "must be null in a multipart request; send the bytes as part %q", fmt.Sprint(i))
 		}
 		b, err := decodeBase64(*w.BinaryPayload)
 		if err != nil {
-			return r, fieldErr(i, "binary_payload", "%v", err)
+			return fieldErr(i, "binary_payload", "%v", err)
 		}
 		if r.PayloadSize != nil && *r.PayloadSize != int64(len(b)) {
-			return r, fieldErr(i, "payload_size", "is %d but binary_payload decodes to %d bytes", *r.PayloadSize, len(b))
+			return fieldErr(i, "payload_size", "is %d but binary_payload decodes to %d bytes", *r.PayloadSize, len(b))
 		}
 		if r.PayloadSize == nil {
 			n := int64(len(b))
@@ -207,11 +208,11 @@ func fromWire(i int, w *wireRecord, now time.Time, multipart bool) (AddRecord, e
 		var buf bytes.Buffer
 		buf.Grow(len(w.Metadata))
 		if err := json.Compact(&buf, w.Metadata); err != nil {
-			return r, fieldErr(i, "metadata", "invalid JSON")
+			return fieldErr(i, "metadata", "invalid JSON")
 		}
 		r.Metadata = buf.Bytes()
 	}
-	return r, nil
+	return nil
 }
 
 // decodeBase64 decodes standard base64 with padding and refuses what the standard

@@ -71,7 +71,11 @@ func DecodeAppendRequest(r *http.Request, opts rollout.DecodeOptions) ([]rollout
 // isArrowStream reports whether an append body is an Arrow IPC stream by its
 // Content-Type (parameters ignored).
 func isArrowStream(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	ct := r.Header.Get("Content-Type")
+	if ct == api.ContentTypeJSON { // what nearly every JSON append sends: no parsing
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == api.ContentTypeArrowStream
 }
 
@@ -97,8 +101,9 @@ func DecodeAppendArrow(r *http.Request, opts rollout.DecodeOptions) ([]arrow.Rec
 }
 
 // decodeAppendRequestPooled is DecodeAppendRequest for the append handler: a JSON
-// body is read into a pooled buffer and decoded in place (rollout.ParseAppendJSONBorrowed),
-// so the records' strings point into that buffer. release gives the buffer back; the
+// body is read into a pooled buffer and decoded in place into pooled records
+// (rollout.ParseAppendJSONPooled), so the records' strings point into that buffer and
+// the records into the decoder's memory. release gives both back; the
 // caller calls it once nothing uses the records any more (after the answer is
 // written), and always, also after an error.
 func decodeAppendRequestPooled(r *http.Request, opts rollout.DecodeOptions) (recs []rollout.AddRecord, release func(), err error) {
@@ -115,13 +120,19 @@ func decodeAppendRequestPooled(r *http.Request, opts rollout.DecodeOptions) (rec
 	if err != nil {
 		return nil, func() {}, err
 	}
-	recs, err = rollout.ParseAppendJSONBorrowed(bb.Bytes(), opts)
-	return recs, func() { putBodyBuf(bb) }, err
+	recs, releaseRecs, err := rollout.ParseAppendJSONPooled(bb.Bytes(), opts)
+	return recs, func() {
+		releaseRecs()
+		putBodyBuf(bb)
+	}, err
 }
 
 // isPlainJSON reports whether ct is an acceptable JSON Content-Type (what
 // DecodeAppendRequest's JSON case accepts).
 func isPlainJSON(ct string) bool {
+	if ct == api.ContentTypeJSON { // the common case, without parsing (a map per call)
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == api.ContentTypeJSON && api.CheckJSONContentType(ct) == nil
 }

@@ -296,7 +296,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusCreated, resp)
+	writeAppendCreated(w, resp)
 }
 
 // Append writes decoded records (DecodeAppendRequest, or records a Go caller

@@ -299,3 +299,63 @@ func TestConcatKeepsRowsInOrder(t *testing.T) {
 		t.Fatal("joined a batch with other columns")
 	}
 }
+
+// TestConcatOfNullColumnsEqualsConcatenate: columns null in every batch (made at their
+// length, not joined) and columns null in some batches only (joined) come out as
+// Arrow's own concatenation of the parts, for plain, list, dictionary and struct
+// types.
+func TestConcatOfNullColumnsEqualsConcatenate(t *testing.T) {
+	fStruct := arrow.Field{Name: "s", Nullable: true, Type: arrow.StructOf(arrow.Field{Name: "x", Type: arrow.BinaryTypes.String, Nullable: true})}
+	fields := []arrow.Field{fID, fN, fOpt, fList, fDict, fStruct}
+	s := arrow.NewSchema(fields, nil)
+	full := batch(t, []arrow.Field{fID, fN, fOpt, fList, fDict}, "a0", "a1", "a2")
+	defer full.Release()
+	// nulls(rec, names...) is rec with the named columns (and s, absent from batch's
+	// rows) replaced by nulls.
+	nulls := func(rec arrow.RecordBatch, names ...string) arrow.RecordBatch {
+		cols := make([]arrow.Array, len(fields))
+		for i, f := range fields {
+			if f.Name == "s" || strings.Contains(strings.Join(names, ","), f.Name) {
+				cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
+				continue
+			}
+			cols[i] = rec.Column(i)
+			cols[i].Retain()
+		}
+		defer releaseAll(cols)
+		return array.NewRecordBatch(s, cols, rec.NumRows())
+	}
+	parts := []arrow.RecordBatch{nulls(full, "opt", "l", "d"), nulls(full.NewSlice(1, 3), "opt", "l"), nulls(full, "opt", "l")}
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	got, err := Concat(s, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	for i, f := range fields {
+		cs := make([]arrow.Array, len(parts))
+		for j, p := range parts {
+			cs[j] = p.Column(i)
+		}
+		want, err := array.Concatenate(cs, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !array.Equal(got.Column(i), want) || got.Column(i).NullN() != want.NullN() {
+			t.Fatalf("column %s: %v, want %v", f.Name, got.Column(i), want)
+		}
+		if v, ok := got.Column(i).(interface{ ValidateFull() error }); ok {
+			if err := v.ValidateFull(); err != nil {
+				t.Fatalf("column %s: %v", f.Name, err)
+			}
+		}
+		want.Release()
+	}
+	if g := got.Column(4); g.NullN() != 3 || g.IsNull(3) {
+		t.Fatalf("d is null in the first batch only: %v", g)
+	}
+}
