@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +53,20 @@ func main() {
 	flag.IntVar(&o.events, "events", 0, "fold (10000), overview (1000000): events in the store")
 	flag.IntVar(&o.reads, "reads", 0, "fold (20), overview (5): timed reads")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	traceFile := flag.String("trace", "", "write a runtime execution trace of the whole run to this file (go tool trace): "+
+		"what the slowest requests wait on")
 	flag.Parse()
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kinds_bench:", err)
+			os.Exit(1)
+		}
+		defer trace.Stop()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -67,6 +81,7 @@ func main() {
 	res, err := run(context.Background(), o)
 	if err != nil {
 		pprof.StopCPUProfile()
+		trace.Stop()
 		fmt.Fprintln(os.Stderr, "kinds_bench:", err)
 		os.Exit(1)
 	}
@@ -78,6 +93,7 @@ func main() {
 type latency struct {
 	Count int     `json:"count"`
 	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
 	P99   float64 `json:"p99_ms"`
 	Max   float64 `json:"max_ms"`
 }
@@ -88,7 +104,7 @@ func summarise(ds []time.Duration) latency {
 	}
 	slices.Sort(ds)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return latency{Count: len(ds), P50: ms(ds[len(ds)/2]), P99: ms(ds[len(ds)*99/100]), Max: ms(ds[len(ds)-1])}
+	return latency{Count: len(ds), P50: ms(ds[len(ds)/2]), P90: ms(ds[len(ds)*9/10]), P99: ms(ds[len(ds)*99/100]), Max: ms(ds[len(ds)-1])}
 }
 
 // result is what one measurement prints.
