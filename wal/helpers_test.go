@@ -91,12 +91,20 @@ func rowsOf(prefix string, from, to int, n int64) []row {
 	return out
 }
 
+// testOptions are a shard's options as a worker sets them: with a key cache, so that
+// merges find base keys through it (lance.LocateKeys); noKeyCache gives the scan.
 func testOptions(st objstore.Store, worker string) Options {
 	return Options{
 		Store: st, WorkerID: worker, KeyColumn: "id",
 		SealInterval: time.Hour, // tests seal explicitly unless they say otherwise
 		Logger:       quietLogger(),
+		KeyCache:     lance.NewKeyCache(8 << 20),
 	}
+}
+
+func noKeyCache(o Options) Options {
+	o.KeyCache = nil
+	return o
 }
 
 func openShard(t testing.TB, o Options) *Shard {

@@ -90,6 +90,9 @@ func (s *Shard) Merge(ctx context.Context, opts MergeOptions) (MergeResult, erro
 	}
 	env := &mergeEnv{st: s.st, shard: s.id, keyColumn: s.opts.KeyColumn, incarnation: s.opts.Incarnation, writer: s.opts.WorkerID,
 		log: s.log, met: s.met, hook: s.runHook}
+	if r := s.reader; r != nil && r.keyCache != nil {
+		env.keyCache, env.keyScope = r.keyCache, r.keyScope
+	}
 	res, err := env.run(ctx, opts)
 	if env.base != nil {
 		s.noteBase(env.base)
@@ -152,6 +155,10 @@ type mergeEnv struct {
 	log         *slog.Logger
 	met         *Metrics
 	hook        func(step string) error
+	// keyCache, if set, finds the base rows of the merged keys from its indexes of the
+	// key column (under keyScope, the shard's reader's) instead of a scan of it.
+	keyCache *lance.KeyCache
+	keyScope string
 	// results for the caller
 	base     *lance.Dataset
 	manifest *Manifest
@@ -248,14 +255,14 @@ func (e *mergeEnv) pass(ctx context.Context, opts MergeOptions, res *MergeResult
 		}
 		parts, partOf := splitDisjoint(cands)
 		want := func(k string) bool { _, ok := partOf[k]; return ok }
-		located, err := locateKeys(ctx, base, e.keyColumn, keyOf, want)
+		located, err := e.locateKeys(ctx, base, keyOf, partOf)
 		if err != nil {
 			return err
 		}
 		e.met.mergeDuration.WithLabelValues("keys").Observe(time.Since(t).Seconds())
 		var fixups map[uint64]*roaring.Bitmap
 		for pi, part := range parts {
-			next, dups, err := e.commitPart(ctx, base, w, part, located, want, keyOf)
+			next, dups, err := e.commitPart(ctx, base, w, part, located, partOf, want, keyOf)
 			if errors.Is(err, lance.ErrPrecondition) {
 				e.met.mergeRetries.Inc()
 				e.log.Info("wal: merge watermark moved under us; starting over", "err", err)
@@ -426,9 +433,25 @@ func splitDisjoint(cands []*candidate) ([][]*candidate, map[string]int) {
 	return parts, partOf
 }
 
-// locateKeys finds the visible base rows whose key is in want, streaming only the key
+// locateKeys finds the visible base rows whose key is in want: from the key cache's
+// indexes of the key column when the merge has one (lance.LocateKeys: a pass then
+// costs what it merges, where the scan cost the whole key column on every pass: with
+// 16 writers on a growing datagen store, merge passes went from 0.22 to 0.45 s in
+// 10 s and slowed the appends beside them), else by streaming the key column.
+func (e *mergeEnv) locateKeys(ctx context.Context, base *lance.Dataset, keyOf func(arrow.Array, int) string, want map[string]int) (map[string][]uint64, error) {
+	if e.keyCache != nil {
+		out, err := lance.LocateKeys(ctx, base, e.keyCache, e.keyScope, e.keyColumn, want)
+		if err != nil {
+			return nil, fmt.Errorf("wal: merge: locate base keys: %w", err)
+		}
+		return out, nil
+	}
+	return scanKeys(ctx, base, e.keyColumn, keyOf, func(k string) bool { _, ok := want[k]; return ok })
+}
+
+// scanKeys finds the visible base rows whose key is in want, streaming only the key
 // column: memory is bounded by want, not by the table.
-func locateKeys(ctx context.Context, base *lance.Dataset, keyColumn string, keyOf func(arrow.Array, int) string, want func(string) bool) (map[string][]uint64, error) {
+func scanKeys(ctx context.Context, base *lance.Dataset, keyColumn string, keyOf func(arrow.Array, int) string, want func(string) bool) (map[string][]uint64, error) {
 	out := map[string][]uint64{}
 	if len(base.Fragments()) == 0 {
 		return out, nil
@@ -463,7 +486,7 @@ func locateKeys(ctx context.Context, base *lance.Dataset, keyColumn string, keyO
 // older rows of their keys and the new watermark. Concurrent commits that add rows or
 // touch the same fragments make it recompute the deletions (bounded).
 func (e *mergeEnv) commitPart(ctx context.Context, base *lance.Dataset, w uint64, part []*candidate, located map[string][]uint64,
-	want func(string) bool, keyOf func(arrow.Array, int) string) (*lance.Dataset, int64, error) {
+	partOf map[string]int, want func(string) bool, keyOf func(arrow.Array, int) string) (*lance.Dataset, int64, error) {
 	t := time.Now()
 	files, err := e.place(ctx, part)
 	if err != nil {
@@ -528,7 +551,7 @@ func (e *mergeEnv) commitPart(ctx context.Context, base *lance.Dataset, w uint64
 		}
 		// Every candidate key is looked up again (not only this part's): later parts
 		// must not commit deletions computed on the older version either.
-		fresh, err := locateKeys(ctx, base, e.keyColumn, keyOf, want)
+		fresh, err := e.locateKeys(ctx, base, keyOf, partOf)
 		if err != nil {
 			return nil, 0, err
 		}

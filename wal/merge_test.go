@@ -53,10 +53,22 @@ func oracleCheck(t *testing.T, o *oracle.Oracle, path string, want map[string]in
 	expectKeys(t, got, want)
 }
 
+// TestMergeDeduplicates, with the base keys found through the key cache's indexes
+// (as a worker merges) and by scanning the key column (MergeShard's way).
 func TestMergeDeduplicates(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keycache=%v", cached), func(t *testing.T) { testMergeDeduplicates(t, cached) })
+	}
+}
+
+func testMergeDeduplicates(t *testing.T, cached bool) {
 	baseRowsIn := rowsOf("b", 0, 10, 0)
 	st, path := fileDataset(t, baseRowsIn...)
-	s := openShard(t, testOptions(st, "w0"))
+	o := testOptions(st, "w0")
+	if !cached {
+		o = noKeyCache(o)
+	}
+	s := openShard(t, o)
 	want := wantRows(baseRowsIn)
 
 	appendRows(t, s, row{id: "x1", n: 1}, row{id: "y", n: 1})
@@ -84,6 +96,9 @@ func TestMergeDeduplicates(t *testing.T) {
 		t.Fatalf("pending after merge: %+v %v", ps, err)
 	}
 	oracleCheck(t, oracle.New(t), path, want)
+	if st := o.KeyCache; cached && st.Stats().Misses == 0 {
+		t.Fatal("the merge did not use the key cache")
+	}
 
 	// Nothing left: a second merge is a no-op.
 	res, err = s.Merge(context.Background(), MergeOptions{})
