@@ -33,6 +33,7 @@ type workerFlags struct {
 	workerID        string
 	sealBytes       workerBytes
 	sealInterval    time.Duration
+	admissionWait   time.Duration
 	groupCommit     workerBytes
 	inflight        int
 	pendingMax      int
@@ -147,6 +148,9 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	f.Var(&wf.sealBytes, "wal-seal-bytes", "seal the memtable into a generation at this size, e.g. 8MiB (env LANCECTX_WAL_SEAL_BYTES)")
 	f.DurationVar(&wf.sealInterval, "wal-seal-interval", wf.envDuration(wal.DefaultSealInterval, "LANCECTX_WAL_SEAL_INTERVAL"),
 		"seal the memtable when its oldest row is this old: the longest time an acked row is invisible to other workers (env LANCECTX_WAL_SEAL_INTERVAL)")
+	f.DurationVar(&wf.admissionWait, "wal-admission-wait", wf.envDuration(wal.DefaultAdmissionWait, "LANCECTX_WAL_ADMISSION_WAIT"),
+		"how long an append that finds its store's unsealed rows at their cap waits for sealing to catch up before a 503 "+
+			"(env LANCECTX_WAL_ADMISSION_WAIT)")
 	wf.groupCommit = workerBytes(wf.envBytes(wal.DefaultGroupCommitMaxBytes, "LANCECTX_WAL_GROUP_COMMIT_BYTES"))
 	f.Var(&wf.groupCommit, "wal-group-commit-bytes", "largest WAL entry (one group commit) (env LANCECTX_WAL_GROUP_COMMIT_BYTES)")
 	f.IntVar(&wf.inflight, "wal-inflight-entries", wf.envInt(0, "LANCECTX_WAL_INFLIGHT_ENTRIES"),
@@ -275,6 +279,7 @@ func (wf *workerFlags) validate() error {
 	check(wf.listen != "", "--listen is required")
 	check(wf.sealBytes > 0, "--wal-seal-bytes must be positive")
 	check(wf.sealInterval > 0, "--wal-seal-interval must be positive")
+	check(wf.admissionWait > 0, "--wal-admission-wait must be positive")
 	check(wf.groupCommit > 0, "--wal-group-commit-bytes must be positive")
 	check(wf.inflight >= 0, "--wal-inflight-entries must not be negative")
 	check(wf.pendingMax > 0, "--wal-pending-max-generations must be positive")
@@ -321,6 +326,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 		DataStorageVersion:    wf.storageVersion,
 		SealBytes:             int64(wf.sealBytes),
 		SealInterval:          wf.sealInterval,
+		AdmissionWait:         wf.admissionWait,
 		GroupCommitMaxBytes:   int64(wf.groupCommit),
 		MaxInflightEntries:    wf.inflight,
 		MaxPendingGenerations: wf.pendingMax,
