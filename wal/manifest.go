@@ -108,10 +108,17 @@ type Manifest struct {
 	// Generations are sealed and not yet dropped after a merge, ascending.
 	Generations []Generation `json:"generations"`
 	// Retired are generation files dropped by a merge; they are deleted once older than
-	// the retire grace, so a reader holding an older snapshot can finish.
-	Retired   []RetiredFile `json:"retired,omitempty"`
-	UpdatedAt time.Time     `json:"updated_at"`
-	Writer    string        `json:"writer"`
+	// the retire grace, so a reader holding an older snapshot can finish. Files named
+	// by genPath are kept as runs in RetiredRanges instead; Retired holds the others.
+	Retired []RetiredFile `json:"retired,omitempty"`
+	// RetiredRanges are runs of retired generation files named by genPath. One entry
+	// a file made every seal rewrite a list of everything merged within the grace: a
+	// datagen store seals on every append, and 16 writers retired some 30 generations
+	// a second, a list of megabytes after ten minutes, rewritten by every seal. A run
+	// spans at most retiredRangeSpan of drops, so the ranges are about grace/span.
+	RetiredRanges []RetiredRange `json:"retired_ranges,omitempty"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+	Writer        string         `json:"writer"`
 	// Txn identifies the update that wrote this version, so an ambiguous put that did
 	// land is recognised on retry.
 	Txn string `json:"txn"`
@@ -140,10 +147,145 @@ type RetiredFile struct {
 	DroppedAt time.Time `json:"dropped_at"`
 }
 
+// RetiredRange is the retired generation files genPath(g, Epoch) for g in [From, To],
+// dropped between FirstDroppedAt and DroppedAt; they are deleted together once
+// DroppedAt is older than the retire grace (the earlier ones up to a span late).
+type RetiredRange struct {
+	From           uint64    `json:"from"`
+	To             uint64    `json:"to"`
+	Epoch          uint64    `json:"epoch"`
+	FirstDroppedAt time.Time `json:"first_dropped_at"`
+	DroppedAt      time.Time `json:"dropped_at"`
+}
+
+// retiredRangeSpan bounds the drops one RetiredRange covers.
+const retiredRangeSpan = time.Minute
+
+// parseGenPath is genPath's inverse; ok is false for any other name.
+func parseGenPath(path string) (gen, epoch uint64, ok bool) {
+	rest, ok := strings.CutPrefix(path, "gen/")
+	if !ok {
+		return 0, 0, false
+	}
+	g, e, ok := strings.Cut(strings.TrimSuffix(rest, ".lance"), "-e")
+	if !ok {
+		return 0, 0, false
+	}
+	gen, err1 := strconv.ParseUint(g, 10, 64)
+	epoch, err2 := strconv.ParseUint(e, 10, 64)
+	if err1 != nil || err2 != nil || genPath(gen, epoch) != path {
+		return 0, 0, false
+	}
+	return gen, epoch, true
+}
+
+// retireFile records a merged generation file as retired at now.
+func (m *Manifest) retireFile(path string, now time.Time) {
+	gen, epoch, ok := parseGenPath(path)
+	if !ok {
+		m.Retired = append(m.Retired, RetiredFile{Path: path, DroppedAt: now})
+		return
+	}
+	if n := len(m.RetiredRanges); n > 0 {
+		r := &m.RetiredRanges[n-1]
+		if r.Epoch == epoch && r.To+1 == gen && now.Sub(r.FirstDroppedAt) < retiredRangeSpan && !now.Before(r.DroppedAt) {
+			r.To, r.DroppedAt = gen, now
+			return
+		}
+	}
+	m.RetiredRanges = append(m.RetiredRanges, RetiredRange{From: gen, To: gen, Epoch: epoch, FirstDroppedAt: now, DroppedAt: now})
+}
+
+// retiredCount is the number of retired files listed.
+func (m *Manifest) retiredCount() int {
+	n := len(m.Retired)
+	for _, r := range m.RetiredRanges {
+		n += int(r.To - r.From + 1)
+	}
+	return n
+}
+
+// retiredDue reports whether a retired file was dropped before cutoff.
+func (m *Manifest) retiredDue(cutoff time.Time) bool {
+	for _, r := range m.Retired {
+		if r.DroppedAt.Before(cutoff) {
+			return true
+		}
+	}
+	for _, r := range m.RetiredRanges {
+		if r.DroppedAt.Before(cutoff) {
+			return true
+		}
+	}
+	return false
+}
+
+// retiredPaths calls fn with the path of every retired file dropped before cutoff.
+func (m *Manifest) retiredPaths(cutoff time.Time, fn func(path string)) {
+	for _, r := range m.Retired {
+		if r.DroppedAt.Before(cutoff) {
+			fn(r.Path)
+		}
+	}
+	for _, r := range m.RetiredRanges {
+		if r.DroppedAt.Before(cutoff) {
+			for g := r.From; g <= r.To; g++ {
+				fn(genPath(g, r.Epoch))
+			}
+		}
+	}
+}
+
+// dropRetired removes the retired entries of done (a version whose files dropped before
+// cutoff were deleted) that are still listed as they were there, and reports whether
+// any were: an entry another update added or extended since stays for a later pass.
+func (m *Manifest) dropRetired(done *Manifest, cutoff time.Time) bool {
+	files := map[string]bool{}
+	for _, r := range done.Retired {
+		if r.DroppedAt.Before(cutoff) {
+			files[r.Path] = true
+		}
+	}
+	var ranges []RetiredRange
+	for _, r := range done.RetiredRanges {
+		if r.DroppedAt.Before(cutoff) {
+			ranges = append(ranges, r)
+		}
+	}
+	n, nr := len(m.Retired), len(m.RetiredRanges)
+	m.Retired = slices.DeleteFunc(m.Retired, func(r RetiredFile) bool { return files[r.Path] })
+	m.RetiredRanges = slices.DeleteFunc(m.RetiredRanges, func(r RetiredRange) bool {
+		return slices.ContainsFunc(ranges, func(d RetiredRange) bool {
+			return d.From == r.From && d.To == r.To && d.Epoch == r.Epoch && d.DroppedAt.Equal(r.DroppedAt)
+		})
+	})
+	return len(m.Retired) != n || len(m.RetiredRanges) != nr
+}
+
+// isRetired reports whether path is listed as retired.
+func (m *Manifest) isRetired(path string) bool {
+	for _, r := range m.Retired {
+		if r.Path == path {
+			return true
+		}
+	}
+	gen, epoch, ok := parseGenPath(path)
+	if !ok {
+		return false
+	}
+	for _, r := range m.RetiredRanges {
+		if r.Epoch == epoch && r.From <= gen && gen <= r.To {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *Manifest) clone() *Manifest {
 	c := *m
 	c.Generations = slices.Clone(m.Generations)
 	c.Retired = slices.Clone(m.Retired)
+	c.RetiredRanges = slices.Clone(m.RetiredRanges)
 	return &c
 }
 

@@ -577,10 +577,10 @@ func TestRetiredGenerationsDeletedAfterGrace(t *testing.T) {
 	}
 	waitFor(t, "the retired files to leave the manifest", func() bool {
 		m, _ = readLatestManifest(context.Background(), st, s.ID())
-		return m != nil && len(m.Retired) == 0
+		return m != nil && m.retiredCount() == 0
 	})
-	if len(m.Retired) != 0 || len(m.Generations) != 0 {
-		t.Fatalf("manifest still lists %d retired, %d pending", len(m.Retired), len(m.Generations))
+	if m.retiredCount() != 0 || len(m.Generations) != 0 {
+		t.Fatalf("manifest still lists %d retired, %d pending", m.retiredCount(), len(m.Generations))
 	}
 	if got := baseRows(t, st); len(got) != 15 {
 		t.Fatalf("base has %d rows", len(got))

@@ -457,13 +457,7 @@ func (s *Shard) retiredDue() bool {
 	if m == nil {
 		return false
 	}
-	cutoff := time.Now().Add(-s.opts.RetireGrace)
-	for _, r := range m.Retired {
-		if r.DroppedAt.Before(cutoff) {
-			return true
-		}
-	}
-	return false
+	return m.retiredDue(time.Now().Add(-s.opts.RetireGrace))
 }
 
 // deleteRetired deletes retired generation files older than the grace and then drops
@@ -476,14 +470,8 @@ func (s *Shard) deleteRetired(ctx context.Context) {
 		return
 	}
 	cutoff := time.Now().Add(-s.opts.RetireGrace)
-	due := map[string]bool{}
 	var keys []string
-	for _, r := range m.Retired {
-		if r.DroppedAt.Before(cutoff) {
-			due[r.Path] = true
-			keys = append(keys, shardDir(s.id)+r.Path)
-		}
-	}
+	m.retiredPaths(cutoff, func(path string) { keys = append(keys, shardDir(s.id)+path) })
 	if len(keys) == 0 {
 		return
 	}
@@ -493,16 +481,9 @@ func (s *Shard) deleteRetired(ctx context.Context) {
 	}
 	nm, err := updateManifest(ctx, s.st, manifestUpdate{shard: s.id, writer: s.opts.WorkerID, incarnation: s.opts.Incarnation,
 		edit: func(next *Manifest) error {
-			kept := next.Retired[:0:0]
-			for _, r := range next.Retired {
-				if !due[r.Path] {
-					kept = append(kept, r)
-				}
-			}
-			if len(kept) == len(next.Retired) {
+			if !next.dropRetired(m, cutoff) {
 				return errNoChange
 			}
-			next.Retired = kept
 			return nil
 		}})
 	if err != nil {
@@ -544,9 +525,6 @@ func (s *Shard) cleanupStale(ctx context.Context, m *Manifest) {
 	for _, g := range m.Generations {
 		known[g.Path] = true
 	}
-	for _, r := range m.Retired {
-		known[r.Path] = true
-	}
 	page, err = s.st.List(ctx, objstore.ListOptions{Prefix: genDir(s.id), MaxKeys: 1000})
 	if err != nil {
 		return
@@ -556,7 +534,7 @@ func (s *Shard) cleanupStale(ctx context.Context, m *Manifest) {
 		rel := o.Key[len(shardDir(s.id)):]
 		// Older epochs' unreferenced files can never be recorded any more (their
 		// writers are fenced); files of this epoch or a newer one may be in flight.
-		if e, ok := genEpoch(rel); ok && e < s.epoch && !known[rel] {
+		if e, ok := genEpoch(rel); ok && e < s.epoch && !known[rel] && !m.isRetired(rel) {
 			orphans = append(orphans, o.Key)
 		}
 	}

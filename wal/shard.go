@@ -441,7 +441,7 @@ func retire(m *Manifest, w uint64, now time.Time) bool {
 	changed := false
 	for _, g := range m.Generations {
 		if g.Gen <= w {
-			m.Retired = append(m.Retired, RetiredFile{Path: g.Path, DroppedAt: now})
+			m.retireFile(g.Path, now)
 			changed = true
 			continue
 		}
