@@ -698,9 +698,9 @@ func (m *Master) handleGetTask(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, err)
 		return
 	}
-	id := r.PathValue("id")
-	if u, err := uuid.Parse(id); err != nil || u.String() != strings.ToLower(id) {
-		m.fail(w, api.InvalidRequest("task id %q is not a UUID", truncateStr(id, 64)))
+	id, err := taskID(r)
+	if err != nil {
+		m.fail(w, err)
 		return
 	}
 	t, err := m.queue.GetTask(r.Context(), id)
