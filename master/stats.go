@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,6 +118,66 @@ type StatsSnapshot struct {
 	// frags are the rows of each fragment of the version (nil: not known; the next load
 	// reads the whole table). A load of a later version reads only what changed.
 	frags map[uint64]*fragRows
+	// names is every row's name in row order, each after a nameSep, so that a ?search=
+	// is one pass of strings.Index over it rather than a call per row: per-row calls
+	// over 10,000 rows were an eighth of the master's CPU under 50 readers. nameEnd[i]
+	// is the offset just past row i's name. Both empty when a name holds nameSep (no
+	// valid name does); matching then tests row by row.
+	names   string
+	nameEnd []int
+}
+
+// nameSep separates the names in StatsSnapshot.names; store names never hold it.
+const nameSep = "\x00"
+
+// indexNames builds s.names and s.nameEnd from s.Rows.
+func (s *StatsSnapshot) indexNames() {
+	n := 0
+	for _, r := range s.Rows {
+		if strings.Contains(r.Name, nameSep) {
+			return
+		}
+		n += len(nameSep) + len(r.Name)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	s.nameEnd = make([]int, len(s.Rows))
+	for i, r := range s.Rows {
+		b.WriteString(nameSep)
+		b.WriteString(r.Name)
+		s.nameEnd[i] = b.Len()
+	}
+	s.names = b.String()
+}
+
+// matching yields, in row order, the index of every row whose name contains search
+// (case-sensitive, as the reference's LIKE '%q%'); every row when search is empty.
+func (s *StatsSnapshot) matching(search string) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if search == "" || len(s.nameEnd) != len(s.Rows) || strings.Contains(search, nameSep) {
+			for i, r := range s.Rows {
+				if strings.Contains(r.Name, search) && !yield(i) {
+					return
+				}
+			}
+			return
+		}
+		// search holds no nameSep, so a match lies inside one name: the row whose name
+		// ends first past the match's start. The next search starts past that name, so
+		// each row is yielded once.
+		for pos, lo := 0, 0; ; {
+			k := strings.Index(s.names[pos:], search)
+			if k < 0 {
+				return
+			}
+			at := pos + k
+			i := lo + sort.SearchInts(s.nameEnd[lo:], at+1)
+			if !yield(i) {
+				return
+			}
+			pos, lo = s.nameEnd[i], i+1
+		}
+	}
 }
 
 // encoded returns the API JSON of row i (ExperimentSummary).
@@ -158,6 +220,7 @@ func newSnapshot(version uint64, rows []ExperimentStats, prev *StatsSnapshot) *S
 	if newest > 0 {
 		s.NewestScan = time.UnixMilli(newest)
 	}
+	s.indexNames()
 	return s
 }
 
