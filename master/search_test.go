@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net/url"
 	"strings"
 	"testing"
@@ -70,19 +71,31 @@ func TestListingSearchMatchesEveryRowContainingTheText(t *testing.T) {
 			}
 		}
 	}
-	// The same searches through the snapshot: every matching row once, in row order.
-	for _, search := range append(searches, "") {
-		var want, got []int
+	// The same searches through the snapshot: every matching row once, in row order,
+	// whether scanned, remembered by the first call or served from that memory.
+	for _, search := range append(searches, "", strings.Repeat("a", maxCachedSearchLen+1)) {
+		var want []int
 		for i, r := range snap.Rows {
 			if strings.Contains(r.Name, search) {
 				want = append(want, i)
 			}
 		}
-		for i := range snap.matching(search) {
-			got = append(got, i)
+		for pass, seq := range []func(string) iter.Seq[int]{snap.scan, snap.matching, snap.matching} {
+			var got []int
+			for i := range seq(search) {
+				got = append(got, i)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("search %q, call %d: rows %v, want %v", search, pass, got, want)
+			}
 		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("matching(%q) = %v, want %v", search, got, want)
+	}
+	// The memory of searches stays bounded.
+	for i := range 3 * maxCachedSearches {
+		for range snap.matching(fmt.Sprintf("exp-%d", i)) {
 		}
+	}
+	if n := len(snap.searches.m); n > maxCachedSearches {
+		t.Errorf("%d searches remembered, want at most %d", n, maxCachedSearches)
 	}
 }

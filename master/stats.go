@@ -125,7 +125,25 @@ type StatsSnapshot struct {
 	// valid name does); matching then tests row by row.
 	names   string
 	nameEnd []int
+	// searches remembers the rows matching the texts searched lately, so the searches
+	// a dashboard repeats cost a lookup; it goes away with the snapshot.
+	searches *searchCache
 }
+
+// searchCache holds the matching rows of up to maxCachedSearches texts of one
+// snapshot. Its lock is held for map reads and writes only, never for a scan.
+type searchCache struct {
+	mu sync.Mutex
+	m  map[string][]int32
+}
+
+// maxCachedSearches bounds a snapshot's searchCache (at most this many lists of row
+// indexes, 40 KB each for 10,000 matching rows); when full it starts over.
+// maxCachedSearchLen keeps long texts out of it.
+const (
+	maxCachedSearches  = 64
+	maxCachedSearchLen = 256
+)
 
 // nameSep separates the names in StatsSnapshot.names; store names never hold it.
 const nameSep = "\x00"
@@ -152,7 +170,38 @@ func (s *StatsSnapshot) indexNames() {
 
 // matching yields, in row order, the index of every row whose name contains search
 // (case-sensitive, as the reference's LIKE '%q%'); every row when search is empty.
+// The rows of a text searched lately come from the snapshot's searchCache.
 func (s *StatsSnapshot) matching(search string) iter.Seq[int] {
+	if search == "" || len(search) > maxCachedSearchLen || s.searches == nil {
+		return s.scan(search)
+	}
+	c := s.searches
+	c.mu.Lock()
+	rows, ok := c.m[search]
+	c.mu.Unlock()
+	if !ok {
+		rows = []int32{}
+		for i := range s.scan(search) {
+			rows = append(rows, int32(i))
+		}
+		c.mu.Lock()
+		if len(c.m) >= maxCachedSearches {
+			clear(c.m)
+		}
+		c.m[search] = rows
+		c.mu.Unlock()
+	}
+	return func(yield func(int) bool) {
+		for _, i := range rows {
+			if !yield(int(i)) {
+				return
+			}
+		}
+	}
+}
+
+// scan is matching without the cache.
+func (s *StatsSnapshot) scan(search string) iter.Seq[int] {
 	return func(yield func(int) bool) {
 		if search == "" || len(s.nameEnd) != len(s.Rows) || strings.Contains(search, nameSep) {
 			for i, r := range s.Rows {
@@ -221,6 +270,7 @@ func newSnapshot(version uint64, rows []ExperimentStats, prev *StatsSnapshot) *S
 		s.NewestScan = time.UnixMilli(newest)
 	}
 	s.indexNames()
+	s.searches = &searchCache{m: map[string][]int32{}}
 	return s
 }
 
