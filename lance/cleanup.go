@@ -734,7 +734,9 @@ func (d *deleter) abort(err error) {
 // a failed batch forbids it (then d.err says why).
 func (d *deleter) dispatch(n int) {
 	c := d.c
-	if !d.pace() {
+	// A pass that stops anyway (budget spent, timeout) does not wait for its turn; the
+	// checks below run after the wait.
+	if c.stopReason() == "" && !d.pace() {
 		return
 	}
 	if err := d.gctx.Err(); err != nil {

@@ -121,3 +121,20 @@ func TestPacedStatsMaintenanceStopsAtItsTimeoutAndResumes(t *testing.T) {
 		t.Fatalf("%d versions left (%v), want 1", n, err)
 	}
 }
+
+// TestPacedStatsMaintenanceDoesNotWaitOnceItsBudgetIsSpent: a pass whose object budget
+// is spent stops at once instead of waiting for the turn of a batch it will not run.
+func TestPacedStatsMaintenanceDoesNotWaitOnceItsBudgetIsSpent(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMem()
+	statsWithBacklog(t, mem, 2500)
+	m := NewStatsMaintainer(NewStatsStore(mem), testLogger(), nil)
+	// At 100 objects/s the batch after 400 objects would wait 4 s for its turn.
+	res, err := m.Run(ctx, StatsMaintenanceOptions{MaxObjects: 400, Timeout: time.Minute, MaxObjectsPerSecond: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cleanup.ObjectsDeleted != 400 || res.Cleanup.StoppedBy != "max_objects" || res.Cleanup.PacedSeconds != 0 {
+		t.Fatalf("pass with a budget of 400 at 100 objects/s: %+v; want 400 objects, stopped by its budget, no wait", res.Cleanup)
+	}
+}
