@@ -412,9 +412,9 @@ type ListWindow struct {
 	GCCycles     int     `json:"gc_cycles"`
 	GCPauseMs    float64 `json:"gc_pause_ms"`
 	GCMaxPauseMs float64 `json:"gc_max_pause_ms"`
-	// GCShare is the runtime's estimate of the process CPU spent on garbage collection
-	// (mark assists, background and idle marking, pauses) during the window, over all
-	// the process's CPU in it; AllocBytes the heap bytes allocated in the window.
+	// GCShare is the CPU the runtime estimates it spent on garbage collection in the
+	// window (mark assists, dedicated and idle mark workers, pauses) over the process
+	// CPU of the window (CPUSeconds); AllocBytes the heap bytes allocated in it.
 	GCShare    float64 `json:"gc_cpu_share"`
 	AllocBytes uint64  `json:"alloc_bytes"`
 	// SchedP99Ms is the 99th percentile of the time goroutines spent runnable before
@@ -425,33 +425,30 @@ type ListWindow struct {
 
 // runtimeSample reads the runtime metrics a ListWindow reports the change of.
 type runtimeSample struct {
-	gcCPU, totalCPU float64
-	sched           *metrics.Float64Histogram
+	gcCPU float64
+	sched *metrics.Float64Histogram
 }
 
 func readRuntimeSample() runtimeSample {
-	ms := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"},
-		{Name: "/sched/latencies:seconds"}}
+	ms := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/sched/latencies:seconds"}}
 	metrics.Read(ms)
 	var r runtimeSample
 	if ms[0].Value.Kind() == metrics.KindFloat64 {
 		r.gcCPU = ms[0].Value.Float64()
 	}
-	if ms[1].Value.Kind() == metrics.KindFloat64 {
-		r.totalCPU = ms[1].Value.Float64()
-	}
-	if ms[2].Value.Kind() == metrics.KindFloat64Histogram {
-		r.sched = ms[2].Value.Float64Histogram()
+	if ms[1].Value.Kind() == metrics.KindFloat64Histogram {
+		r.sched = ms[1].Value.Float64Histogram()
 	}
 	return r
 }
 
-// gcShare is the GC share of the process CPU between two samples (0 without CPU).
-func gcShare(a, b runtimeSample) float64 {
-	if d := b.totalCPU - a.totalCPU; d > 0 {
-		return (b.gcCPU - a.gcCPU) / d
+// gcShare is the GC CPU between two samples over cpu, the process CPU seconds between
+// them (0 without CPU). The runtime's GC figure is an estimate, so it is capped at 1.
+func gcShare(a, b runtimeSample, cpu float64) float64 {
+	if cpu <= 0 {
+		return 0
 	}
-	return 0
+	return min((b.gcCPU-a.gcCPU)/cpu, 1)
 }
 
 // schedP99Ms is the 99th percentile, in ms, of the scheduling latencies recorded
@@ -570,7 +567,7 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 	}
 	w.Latency = summarizeLatency(all)
 	w.GCCycles, w.GCPauseMs, w.GCMaxPauseMs = gcPauses(&m0, &m1)
-	w.GCShare, w.AllocBytes, w.SchedP99Ms = gcShare(rt0, rt1), m1.TotalAlloc-m0.TotalAlloc, schedP99Ms(rt0, rt1)
+	w.GCShare, w.AllocBytes, w.SchedP99Ms = gcShare(rt0, rt1, w.CPUSeconds), m1.TotalAlloc-m0.TotalAlloc, schedP99Ms(rt0, rt1)
 	for qi, ds := range by {
 		name := listQueries[qi]
 		if name == "" {
