@@ -320,11 +320,26 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	page := stackPage[:0]
 	lo, hi, ranged := 0, 0, false
 	total := 0
+	// matches are the rows whose name contains search (nil without a search: every row).
+	var matches []int32
+	if search != "" {
+		matches = snap.matches(search)
+	}
+	candidates := len(rows)
+	if matches != nil {
+		candidates = len(matches)
+	}
+	candidate := func(k int) int {
+		if matches != nil {
+			return int(matches[k])
+		}
+		return k
+	}
 	if order != nil {
 		// Sorted: every match is collected, ordered, then paged.
 		var all []int
-		for i := range snap.matching(search) {
-			if kind == "" || rows[i].Kind == kind {
+		for k := range candidates {
+			if i := candidate(k); kind == "" || rows[i].Kind == kind {
 				all = append(all, i)
 			}
 		}
@@ -334,7 +349,8 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	} else if search != "" || kind != "" {
 		// Substring match, case-sensitive, as the reference's LIKE '%q%'. The page is
 		// collected while counting, so no intermediate slice of every match is built.
-		for i := range snap.matching(search) {
+		for k := range candidates {
+			i := candidate(k)
 			if kind != "" && rows[i].Kind != kind {
 				continue
 			}

@@ -168,22 +168,26 @@ func (s *StatsSnapshot) indexNames() {
 	s.names = b.String()
 }
 
-// matching yields, in row order, the index of every row whose name contains search
-// (case-sensitive, as the reference's LIKE '%q%'); every row when search is empty.
-// The rows of a text searched lately come from the snapshot's searchCache.
-func (s *StatsSnapshot) matching(search string) iter.Seq[int] {
-	if search == "" || len(search) > maxCachedSearchLen || s.searches == nil {
-		return s.scan(search)
-	}
+// matches returns, in row order, the index of every row whose name contains search
+// (case-sensitive, as the reference's LIKE '%q%'), for a non-empty search. The rows of
+// a text searched lately come from the snapshot's searchCache; callers must not
+// modify the slice.
+func (s *StatsSnapshot) matches(search string) []int32 {
 	c := s.searches
-	c.mu.Lock()
-	rows, ok := c.m[search]
-	c.mu.Unlock()
-	if !ok {
-		rows = []int32{}
-		for i := range s.scan(search) {
-			rows = append(rows, int32(i))
+	cache := c != nil && len(search) <= maxCachedSearchLen
+	if cache {
+		c.mu.Lock()
+		rows, ok := c.m[search]
+		c.mu.Unlock()
+		if ok {
+			return rows
 		}
+	}
+	rows := []int32{}
+	for i := range s.scan(search) {
+		rows = append(rows, int32(i))
+	}
+	if cache {
 		c.mu.Lock()
 		if len(c.m) >= maxCachedSearches {
 			clear(c.m)
@@ -191,16 +195,11 @@ func (s *StatsSnapshot) matching(search string) iter.Seq[int] {
 		c.m[search] = rows
 		c.mu.Unlock()
 	}
-	return func(yield func(int) bool) {
-		for _, i := range rows {
-			if !yield(int(i)) {
-				return
-			}
-		}
-	}
+	return rows
 }
 
-// scan is matching without the cache.
+// scan yields, in row order, the index of every row whose name contains search
+// (every row when search is empty), without the cache.
 func (s *StatsSnapshot) scan(search string) iter.Seq[int] {
 	return func(yield func(int) bool) {
 		if search == "" || len(s.nameEnd) != len(s.Rows) || strings.Contains(search, nameSep) {
