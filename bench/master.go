@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -261,6 +263,8 @@ type masterEnv struct {
 	srv    *http.Server
 	url    string
 	server *latencyLog // handler time of GET /api/v1/experiments
+	// bodies are the readers' response buffers, reused by every window of hammer.
+	bodies []*bytes.Buffer
 	etcdTo string
 	// dataURI is the data directory's file:// URI.
 	dataURI string
@@ -408,6 +412,70 @@ type ListWindow struct {
 	GCCycles     int     `json:"gc_cycles"`
 	GCPauseMs    float64 `json:"gc_pause_ms"`
 	GCMaxPauseMs float64 `json:"gc_max_pause_ms"`
+	// GCShare is the CPU the runtime estimates it spent on garbage collection in the
+	// window (mark assists, dedicated and idle mark workers, pauses) over the process
+	// CPU of the window (CPUSeconds); AllocBytes the heap bytes allocated in it.
+	GCShare    float64 `json:"gc_cpu_share"`
+	AllocBytes uint64  `json:"alloc_bytes"`
+	// SchedP99Ms is the 99th percentile of the time goroutines spent runnable before
+	// they ran (runtime /sched/latencies): the wait for a CPU, which a busy background
+	// pass lengthens for every reader and handler.
+	SchedP99Ms float64 `json:"sched_latency_p99_ms"`
+}
+
+// runtimeSample reads the runtime metrics a ListWindow reports the change of.
+type runtimeSample struct {
+	gcCPU float64
+	sched *metrics.Float64Histogram
+}
+
+func readRuntimeSample() runtimeSample {
+	ms := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/sched/latencies:seconds"}}
+	metrics.Read(ms)
+	var r runtimeSample
+	if ms[0].Value.Kind() == metrics.KindFloat64 {
+		r.gcCPU = ms[0].Value.Float64()
+	}
+	if ms[1].Value.Kind() == metrics.KindFloat64Histogram {
+		r.sched = ms[1].Value.Float64Histogram()
+	}
+	return r
+}
+
+// gcShare is the GC CPU between two samples over cpu, the process CPU seconds between
+// them (0 without CPU). The runtime's GC figure is an estimate, so it is capped at 1.
+func gcShare(a, b runtimeSample, cpu float64) float64 {
+	if cpu <= 0 {
+		return 0
+	}
+	return min((b.gcCPU-a.gcCPU)/cpu, 1)
+}
+
+// schedP99Ms is the 99th percentile, in ms, of the scheduling latencies recorded
+// between two samples (the upper bound of the histogram bucket holding it).
+func schedP99Ms(a, b runtimeSample) float64 {
+	if a.sched == nil || b.sched == nil || len(a.sched.Counts) != len(b.sched.Counts) {
+		return 0
+	}
+	var total uint64
+	for i := range b.sched.Counts {
+		total += b.sched.Counts[i] - a.sched.Counts[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	want := total - total/100
+	var seen uint64
+	for i := range b.sched.Counts {
+		if seen += b.sched.Counts[i] - a.sched.Counts[i]; seen >= want {
+			up := b.sched.Buckets[i+1]
+			if math.IsInf(up, 1) {
+				up = b.sched.Buckets[i]
+			}
+			return up * 1000
+		}
+	}
+	return 0
 }
 
 // gcPauses returns the GC cycles, total pause and longest pause between two MemStats.
@@ -440,15 +508,19 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 	total := fmt.Sprintf(`"total":%d,`, want)
 	var wg sync.WaitGroup
 	e.server.take()
+	// Each reader reuses one body buffer, kept across windows: readers stand for
+	// clients in other processes, so their garbage must not load the master's GC.
+	for len(e.bodies) < readers {
+		e.bodies = append(e.bodies, &bytes.Buffer{})
+	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	rt0 := readRuntimeSample()
 	c0, t0 := cpuTime(), time.Now()
 	for r := range readers {
+		body := e.bodies[r]
 		wg.Go(func() {
 			var local []sample
-			// Each reader reuses one body buffer: readers stand for clients in other
-			// processes, so their garbage must not load the master's GC.
-			var body bytes.Buffer
 			defer func() {
 				mu.Lock()
 				samples = append(samples, local...)
@@ -483,6 +555,7 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 	close(stop)
 	wg.Wait()
 	el := time.Since(t0)
+	rt1 := readRuntimeSample()
 	runtime.ReadMemStats(&m1)
 	w := &ListWindow{Label: label, Seconds: el.Seconds(), Requests: len(samples), PerSecond: float64(len(samples)) / el.Seconds(),
 		Errors: int(errs.Load()), CPUSeconds: (cpuTime() - c0).Seconds(), Server: summarizeLatency(e.server.take()), ByQuery: map[string]Latency{}}
@@ -494,6 +567,7 @@ func (e *masterEnv) hammer(label string, readers, want int, during func() error)
 	}
 	w.Latency = summarizeLatency(all)
 	w.GCCycles, w.GCPauseMs, w.GCMaxPauseMs = gcPauses(&m0, &m1)
+	w.GCShare, w.AllocBytes, w.SchedP99Ms = gcShare(rt0, rt1, w.CPUSeconds), m1.TotalAlloc-m0.TotalAlloc, schedP99Ms(rt0, rt1)
 	for qi, ds := range by {
 		name := listQueries[qi]
 		if name == "" {
@@ -557,8 +631,12 @@ type MasterListResult struct {
 	VersionsRemoved    int     `json:"versions_removed"`
 	ObjectsDeleted     int     `json:"objects_deleted"`
 	MaintenanceDone    bool    `json:"maintenance_complete"`
-	GOMAXPROCS         int     `json:"gomaxprocs"`
-	PeakRSS            int64   `json:"peak_rss_bytes"`
+	// MaintenanceRate is the pass's pace in objects per second (the master's default,
+	// master.DefaultStatsDeleteRate); MaintenancePaced how long it waited for it.
+	MaintenanceRate  float64 `json:"maintenance_objects_per_second"`
+	MaintenancePaced float64 `json:"maintenance_paced_seconds"`
+	GOMAXPROCS       int     `json:"gomaxprocs"`
+	PeakRSS          int64   `json:"peak_rss_bytes"`
 }
 
 // MasterList measures GET /api/v1/experiments over o.Experiments experiments under
@@ -648,6 +726,7 @@ func MasterList(ctx context.Context, o MasterListOptions) (*MasterListResult, er
 		return nil, err
 	}
 	res.VersionsRemoved, res.ObjectsDeleted, res.MaintenanceDone = mres.Cleanup.VersionsRemoved, mres.Cleanup.ObjectsDeleted, mres.Cleanup.Complete
+	res.MaintenanceRate, res.MaintenancePaced = master.DefaultStatsDeleteRate, mres.Cleanup.PacedSeconds
 	if res.VersionsRemoved < o.Backlog || !mres.Cleanup.Complete {
 		return nil, fmt.Errorf("maintenance removed %d versions (complete %t), want the backlog of %d", res.VersionsRemoved, mres.Cleanup.Complete, o.Backlog)
 	}

@@ -91,8 +91,9 @@ func masterReport(e *emitter, meta Meta, results []Result) {
 				qs = append(qs, fmt.Sprintf("%s p50 %.1f / p99 %.1f ms", q, lat.P50, lat.P99))
 			}
 			slices.Sort(qs)
-			detail("- %s: p99 %s ms; handler p99 %s ms; last run: %d requests in %.1f s, max %.1f ms, CPU %.1f s, GC %d cycles, %.1f ms paused (longest %.2f ms); by query: %s", title, fmtVals(vals), fmtVals(srvVals),
-				last.Requests, last.Seconds, last.Latency.Max, last.CPUSeconds, last.GCCycles, last.GCPauseMs, last.GCMaxPauseMs, strings.Join(qs, "; "))
+			detail("- %s: p99 %s ms; handler p99 %s ms; last run: %d requests in %.1f s, max %.1f ms, CPU %.1f s, GC %d cycles, %.1f ms paused (longest %.2f ms), GC %.1f%% of the process CPU, %.0f MB allocated, scheduling latency p99 %.2f ms; by query: %s", title, fmtVals(vals), fmtVals(srvVals),
+				last.Requests, last.Seconds, last.Latency.Max, last.CPUSeconds, last.GCCycles, last.GCPauseMs, last.GCMaxPauseMs,
+				100*last.GCShare, float64(last.AllocBytes)/1e6, last.SchedP99Ms, strings.Join(qs, "; "))
 		}
 		window("6.2", fmt.Sprintf("2. GET /api/v1/experiments over %s experiments, %d concurrent readers, nothing else running: p99", thousands(int64(l.Experiments)), l.Readers),
 			func(r MasterListResult) *ListWindow { return r.Idle })
@@ -102,6 +103,10 @@ func masterReport(e *emitter, meta Meta, results []Result) {
 		e.row(tableRow{title: "2. the maintenance pass under the readers", lancectx: fmt.Sprintf("%.2f s, %s versions / %s objects removed", mt,
 			thousands(int64(l.VersionsRemoved)), thousands(int64(l.ObjectsDeleted))), lancedb: "—", ratio: "—", cpuRatio: "—", target: "info", met: "—"})
 		detail("- 2. maintenance pass seconds %s; backlog seeded in %.1f s (last run); fixture copy %.1f s", fmtVals(mtv), ls[len(ls)-1].SeedSeconds, ls[len(ls)-1].SetupSeconds)
+		if last := ls[len(ls)-1]; last.MaintenanceRate > 0 {
+			detail("- 2. the pass deletes at most %s objects/s (master.DefaultStatsDeleteRate), so that it leaves the cores to the handlers; it waited %.2f s for its pace (last run)",
+				thousands(int64(last.MaintenanceRate)), last.MaintenancePaced)
+		}
 	}
 	if cs := decodeAs[ColdStartResult](pick(results, benchMasterColdStart, SideGo, "")); len(cs) > 0 {
 		c := cs[0]

@@ -52,6 +52,14 @@ type CleanupOptions struct {
 	DeleteConcurrency int
 	// ReadConcurrency manifests are read at once (default 32).
 	ReadConcurrency int
+	// MaxObjectsPerSecond paces the deletes (0: unpaced): a batch starts no sooner than
+	// the objects of the batches before it allow at this rate, counted from the first
+	// batch. A pass that shares its process with request handlers uses it to bound the
+	// CPU it takes from them: on a local disk every object is an unlink, and unpaced
+	// batches ran back to back on every core. The pass then lasts at least
+	// objects/rate; Timeout still ends it (a batch whose turn would come after it is
+	// not started: the pass stops with StoppedBy "timeout"), and so does ctx.
+	MaxObjectsPerSecond float64
 	// Progress, if set, is called after every delete batch (from one goroutine at a time).
 	Progress func(CleanupProgress)
 	// Logger receives start, progress (every LogInterval, default 10 s) and end lines.
@@ -88,6 +96,8 @@ type CleanupResult struct {
 	Latest                  uint64  `json:"latest_version"`
 	OldestRetained          uint64  `json:"oldest_retained_version"`
 	StoppedBy               string  `json:"stopped_by,omitempty"`
+	// PacedSeconds is the time the pass waited for its turn under MaxObjectsPerSecond.
+	PacedSeconds float64 `json:"paced_seconds,omitempty"`
 }
 
 // errStop ends a pass early but cleanly (budget or timeout).
@@ -143,6 +153,11 @@ type cleaner struct {
 	phase   string
 	// deleted counts objects deleted or reserved by batches in flight (the budget).
 	deleted atomic.Int64
+	// paceStart is when the first batch started and paced the objects of every batch
+	// started since (MaxObjectsPerSecond). Only the pass's own goroutine dispatches
+	// batches (the deleters run one after the other), so they need no lock.
+	paceStart time.Time
+	paced     int64
 }
 
 func (c *cleaner) defaults() {
@@ -719,6 +734,11 @@ func (d *deleter) abort(err error) {
 // a failed batch forbids it (then d.err says why).
 func (d *deleter) dispatch(n int) {
 	c := d.c
+	// A pass that stops anyway (budget spent, timeout) does not wait for its turn; the
+	// checks below run after the wait.
+	if c.stopReason() == "" && !d.pace() {
+		return
+	}
 	if err := d.gctx.Err(); err != nil {
 		d.abort(err) // a batch failed (wait returns its error) or ctx ended
 		return
@@ -741,6 +761,10 @@ func (d *deleter) dispatch(n int) {
 	batch := d.buf[:n:n]
 	d.buf = d.buf[n:]
 	c.deleted.Add(int64(len(batch))) // reserve budget before the batch runs
+	if c.paceStart.IsZero() {
+		c.paceStart = time.Now()
+	}
+	c.paced += int64(len(batch))
 	d.g.Go(func() error {
 		err := c.st.DeleteBatch(d.gctx, batch)
 		failed := map[string]bool{}
@@ -773,6 +797,44 @@ func (d *deleter) dispatch(n int) {
 		}
 		return nil
 	})
+}
+
+// pace waits until MaxObjectsPerSecond lets the next batch start: the objects of the
+// batches started so far, at that rate, after the first one started. It holds no lock
+// while it waits. It reports false when the batch must not start: its turn comes
+// after the timeout (the pass stops there, as at the timeout) or the pass's context
+// ended while it waited (d.err says which).
+func (d *deleter) pace() bool {
+	c := d.c
+	rate := c.opts.MaxObjectsPerSecond
+	if rate <= 0 || c.paceStart.IsZero() {
+		return true
+	}
+	turn := c.paceStart.Add(time.Duration(float64(c.paced) / rate * float64(time.Second)))
+	wait := time.Until(turn)
+	if wait <= 0 {
+		return true
+	}
+	if !c.stopAt.IsZero() && turn.After(c.stopAt) {
+		c.mu.Lock()
+		c.res.StoppedBy = "timeout"
+		c.mu.Unlock()
+		d.stopped = true
+		d.abort(errStop)
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		c.mu.Lock()
+		c.res.PacedSeconds += wait.Seconds()
+		c.mu.Unlock()
+		return true
+	case <-d.gctx.Done():
+		d.abort(d.gctx.Err())
+		return false
+	}
 }
 
 // wait starts the last, partial batch and waits for every batch. It returns the first
@@ -860,6 +922,9 @@ func (c *cleaner) logEnd(res CleanupResult, err error) {
 		"bytes_removed", res.BytesRemoved, "failed_deletes", res.FailedDeletes, "remaining", res.Remaining,
 		"complete", res.Complete, "stopped_by", res.StoppedBy, "seconds", res.Seconds,
 		"objects_per_second", rate(int64(res.ObjectsDeleted), time.Duration(res.Seconds*float64(time.Second)))}
+	if c.opts.MaxObjectsPerSecond > 0 {
+		attrs = append(attrs, "max_objects_per_second", c.opts.MaxObjectsPerSecond, "paced_seconds", res.PacedSeconds)
+	}
 	if err != nil {
 		c.opts.Logger.Warn("lance cleanup failed", append(attrs, "err", err.Error())...)
 		return

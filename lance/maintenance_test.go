@@ -3,6 +3,7 @@ package lance
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -524,8 +525,10 @@ func TestCleanupBudgetBoundsTheListing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The orphans must be older than the latest version (age, not synchronisation).
-	time.Sleep(5 * time.Millisecond)
+	// The orphans must be older than the latest version: cleanup keeps what is not
+	// strictly older than it, so wait until the clock has passed the newest orphan's
+	// modification time as the store reports it, then commit.
+	waitPastNewest(t, mem, dataDir+"orphan-")
 	if _, err := ds.Append(ctx, reader(testRows(500, 1)), WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -561,5 +564,32 @@ func TestCleanupBudgetBoundsTheListing(t *testing.T) {
 	}
 	if n := latest.CountRows(); n == 0 {
 		t.Fatal("the latest version lost its rows")
+	}
+}
+
+// waitPastNewest returns once time.Now() is after the newest modification time the
+// store reports under prefix, so that a version committed afterwards is younger than
+// every object there (cleanup decides by age, at the store's granularity).
+func waitPastNewest(t *testing.T, st objstore.Store, prefix string) {
+	t.Helper()
+	var newest time.Time
+	err := objstore.Walk(context.Background(), st, objstore.ListOptions{Prefix: prefix}, func(o objstore.ObjectInfo) error {
+		if o.LastModified.After(newest) {
+			newest = o.LastModified
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newest.IsZero() {
+		t.Fatalf("no object under %s reports a modification time", prefix)
+	}
+	if ahead := time.Until(newest); ahead > time.Minute {
+		// A store clock this far ahead is a bug of the store, not something to wait out.
+		t.Fatalf("the newest object under %s is modified %s in the future", prefix, ahead)
+	}
+	for !time.Now().After(newest) {
+		runtime.Gosched()
 	}
 }

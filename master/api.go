@@ -314,13 +314,32 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, err)
 		return
 	}
-	var page []int
+	// The page is rows[lo:hi] when nothing filters or orders them, else the row indexes
+	// in page (no slice of every row is built for the common unfiltered listing).
+	var stackPage [64]int
+	page := stackPage[:0]
+	lo, hi, ranged := 0, 0, false
 	total := 0
+	// matches are the rows whose name contains search (nil without a search: every row).
+	var matches []int32
+	if search != "" {
+		matches = snap.matches(search)
+	}
+	candidates := len(rows)
+	if matches != nil {
+		candidates = len(matches)
+	}
+	candidate := func(k int) int {
+		if matches != nil {
+			return int(matches[k])
+		}
+		return k
+	}
 	if order != nil {
 		// Sorted: every match is collected, ordered, then paged.
 		var all []int
-		for i, row := range rows {
-			if strings.Contains(row.Name, search) && (kind == "" || row.Kind == kind) {
+		for k := range candidates {
+			if i := candidate(k); kind == "" || rows[i].Kind == kind {
 				all = append(all, i)
 			}
 		}
@@ -330,8 +349,9 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 	} else if search != "" || kind != "" {
 		// Substring match, case-sensitive, as the reference's LIKE '%q%'. The page is
 		// collected while counting, so no intermediate slice of every match is built.
-		for i, row := range rows {
-			if !strings.Contains(row.Name, search) || (kind != "" && row.Kind != kind) {
+		for k := range candidates {
+			i := candidate(k)
+			if kind != "" && rows[i].Kind != kind {
 				continue
 			}
 			if total >= int(offset) && len(page) < int(limit) {
@@ -341,26 +361,34 @@ func (m *Master) handleListExperiments(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		total = len(rows)
-		for i := int(offset); i < len(rows) && i < int(offset+limit); i++ {
-			page = append(page, i)
+		lo, hi, ranged = min(int(offset), total), min(int(offset+limit), total), true
+	}
+	n := len(page)
+	if ranged {
+		n = hi - lo
+	}
+	row := func(k int) int {
+		if ranged {
+			return lo + k
 		}
+		return page[k]
 	}
 	if stale {
 		m.met.servedStale.Inc()
 	}
 	// The body is api.ExperimentListResponse, stitched from the snapshot's pre-encoded rows.
 	size := 96
-	for _, i := range page {
-		size += len(snap.encoded(i)) + 1
+	for k := range n {
+		size += len(snap.encoded(row(k))) + 1
 	}
 	bp := m.stats.listBody(size)
 	defer m.stats.putListBody(bp)
 	body := append((*bp)[:0], `{"experiments":[`...)
-	for k, i := range page {
+	for k := range n {
 		if k > 0 {
 			body = append(body, ',')
 		}
-		body = append(body, snap.encoded(i)...)
+		body = append(body, snap.encoded(row(k))...)
 	}
 	body = append(body, `],"total":`...)
 	body = strconv.AppendInt(body, int64(total), 10)
@@ -698,9 +726,9 @@ func (m *Master) handleGetTask(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, err)
 		return
 	}
-	id := r.PathValue("id")
-	if u, err := uuid.Parse(id); err != nil || u.String() != strings.ToLower(id) {
-		m.fail(w, api.InvalidRequest("task id %q is not a UUID", truncateStr(id, 64)))
+	id, err := taskID(r)
+	if err != nil {
+		m.fail(w, err)
 		return
 	}
 	t, err := m.queue.GetTask(r.Context(), id)

@@ -161,4 +161,12 @@ func TestCancelAndRetryTaskRoutes(t *testing.T) {
 	if st := httpJSON(t, "GET", base+"/api/v1/tasks/"+retry.ID, "", &got); st != http.StatusOK || got.State != "queued" {
 		t.Errorf("the retry after the refused calls: %d %+v", st, got)
 	}
+	// GET reads its id as cancel and retry do (taskID): an upper-case UUID names the
+	// same task, a malformed one is a 400 with a JSON error.
+	if st := httpJSON(t, "GET", base+"/api/v1/tasks/"+strings.ToUpper(retry.ID), "", &got); st != http.StatusOK || got.ID != retry.ID {
+		t.Errorf("GET with the id in upper case: %d %+v; want 200 and task %s", st, got, retry.ID)
+	}
+	if st := httpJSON(t, "GET", base+"/api/v1/tasks/not-a-uuid", "", &e); st != http.StatusBadRequest || !strings.Contains(e.Error.Message, "not a UUID") {
+		t.Errorf("GET with a malformed id: %d %+v; want 400", st, e)
+	}
 }
