@@ -28,7 +28,8 @@ import (
 //   - 2.1+: full-zip pages of fixed-width values without a repetition index (one
 //     control word and value per row, e.g. vectors), and mini-block pages without list
 //     levels, whose chunks (at most 2^15 values, usually 4 KiB-32 KiB) are fetched whole
-//     with the page's chunk table and dictionary (both small, kept per Reader).
+//     with the page's chunk table and dictionary (both small, kept per Reader), and
+//     constant pages (a column of nulls) with plain definition levels.
 //
 // Anything else (2.0 binary and dictionaries, lists, blob and constant layouts,
 // compressed 2.0 buffers) is read as whole pages, as is a page the cache holds or one
@@ -211,8 +212,37 @@ func (r *Reader) planSparse(ctx context.Context, col, i int, p *pageInfo, in []s
 		return planSparseZip(p, x.FullZipLayout, in)
 	case *pb21.PageLayout_MiniBlockLayout:
 		return r.planSparseMini(ctx, col, i, p, lay, x.MiniBlockLayout, in)
+	case *pb21.PageLayout_ConstantLayout:
+		return planSparseConst(p, x.ConstantLayout, in)
 	}
 	return nil, nil
+}
+
+// planSparseConst plans a 2.1 constant page (a column of nulls, or of one value) whose
+// definition levels are stored plain, one u16 per row, and that has no repetition
+// levels: the rows' levels, and the scalar value buffer whole when there is one.
+func planSparseConst(p *pageInfo, lay *pb21.ConstantLayout, in []sparseSeg) (*sparsePlan, error) {
+	n := len(p.bufs)
+	if (n != 2 && n != 3) || lay.GetDefCompression() != nil || lay.GetRepCompression() != nil ||
+		p.bufs[n-2].size != 0 || p.bufs[n-1].size == 0 {
+		return nil, nil
+	}
+	pl := &sparsePlan{bufs: make([]sparseBuf, n)}
+	if n == 3 {
+		pl.bufs[0].pieces = []filePiece{{p.bufs[0].pos, p.bufs[0].size}}
+	}
+	pl.bufs[n-2].lit = []byte{}
+	def := p.bufs[n-1]
+	for _, s := range in {
+		lo, hi := 2*uint64(s.page), 2*uint64(s.page+s.n)
+		if hi > def.size {
+			return nil, corruptf(p.off, "constant page of %d level bytes cannot hold rows up to %d", def.size, s.page+s.n)
+		}
+		pl.bufs[n-1].pieces = append(pl.bufs[n-1].pieces, filePiece{def.pos + lo, hi - lo})
+	}
+	pl.setSegs(in)
+	pl.sumBytes()
+	return pl, nil
 }
 
 // setSegs numbers the sparse rows of row-addressed plans: the rows of in, in order.
