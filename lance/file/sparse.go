@@ -539,6 +539,9 @@ func (r *Reader) fetchSparse(ctx context.Context, p *pageInfo, pl *sparsePlan) (
 		return nil, err
 	}
 	bytesAt := func(pc filePiece) []byte {
+		if pc.size == 0 {
+			return []byte{}
+		}
 		j := sort.Search(len(spans), func(j int) bool { return spans[j].end > pc.pos })
 		s := spans[j] // every piece lies in one span by construction
 		return s.data[pc.pos-s.pos : pc.pos-s.pos+pc.size]
