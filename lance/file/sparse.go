@@ -47,8 +47,10 @@ const sparseMaxShare = 4
 const sparseFetchers = 8
 
 // maxSparseMetaBytes bounds the mini-block chunk tables and dictionaries a Reader keeps
-// for sparse reads; past it they are fetched per read.
-const maxSparseMetaBytes = 16 << 20
+// for sparse reads (a chunk table is 2 bytes per chunk of up to 4,096 values; Readers
+// are kept open per data file, so the bound is per file); past it they are fetched per
+// read.
+const maxSparseMetaBytes = 1 << 20
 
 // sparsePage is the rows of one page that one read needs, as a page of their own.
 type sparsePage struct {
