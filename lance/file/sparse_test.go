@@ -521,8 +521,8 @@ func FuzzTakeRandomAccess(f *testing.F) {
 		// Corrupt one byte (x == 0 leaves the file as is).
 		data[at%uint64(len(data))] ^= x
 		r, err := OpenWith(context.Background(), BytesSource(data), int64(len(data)), ReaderOptions{PageCacheBytes: -1})
-		if err != nil || r.NumRows() == 0 {
-			return
+		if err != nil || r.NumRows() == 0 || r.NumRows() > 1<<16 {
+			return // (a corrupt row count would make the row list itself huge)
 		}
 		rows := scattered(r.NumRows())
 		for _, fld := range r.Schema().Fields {
