@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -532,4 +533,46 @@ func FuzzTakeRandomAccess(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkTakeVectors takes 23 scattered rows (a search's candidates) of 768-float
+// vectors and a timestamp column from a 20,000-row file, with random access and reading
+// whole pages, the page cache off (every take is a cold read, as candidates are);
+// bytes_read/op is what the take fetched.
+func BenchmarkTakeVectors(b *testing.B) {
+	as := vectorSchema(768)
+	s, err := schema.FromArrow(as)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := &gen{rng: rand.New(rand.NewPCG(7, 7)), mem: memory.DefaultAllocator}
+	rec := g.record(as, 20000)
+	defer rec.Release()
+	ids := []int32{s.Field("nn_emb").ID, s.Field("at").ID}
+	rows := make([]uint64, 23)
+	for i := range rows {
+		rows[i] = uint64(i * 20000 / len(rows))
+	}
+	for _, v := range []FormatVersion{V2_0, V2_1} {
+		data, _ := writeFile(b, s, WriterOptions{Version: v}, rec)
+		for _, whole := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/%s", v, map[bool]string{true: "whole_pages", false: "random_access"}[whole]), func(b *testing.B) {
+				// Reads copy, as from a file or an object store.
+				src := &countingSource{src: ReaderAtSource(bytes.NewReader(data))}
+				r, err := OpenWith(context.Background(), src, int64(len(data)), ReaderOptions{PageCacheBytes: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				src.bytes.Store(0)
+				for b.Loop() {
+					got, err := r.TakeWith(context.Background(), ids, rows, ReadOptions{NoRandomAccess: whole})
+					if err != nil {
+						b.Fatal(err)
+					}
+					got.Release()
+				}
+				b.ReportMetric(float64(src.bytes.Load())/float64(b.N), "bytes_read/op")
+			})
+		}
+	}
 }
