@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/lancectx/lancectx/api"
 )
 
@@ -219,4 +220,45 @@ func TestFuseRRF(t *testing.T) {
 func withMeta(sch *arrow.Schema, keys, vals []string) *arrow.Schema {
 	md := arrow.NewMetadata(keys, vals)
 	return arrow.NewSchema(sch.Fields(), &md)
+}
+
+// Live reads nothing outside LiveColumns: on rows holding only those columns it gives
+// what it gives on whole rows, for every combination of the include flags.
+func TestLiveReadsOnlyLiveColumns(t *testing.T) {
+	o, _ := ParseOptions(&api.CreateContextStoreRequest{EmbeddingDim: ptr(2)})
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	rec := func(id, ctype, status string, expires, retired *time.Time) api.ContextRecord {
+		return api.ContextRecord{ID: id, CreatedAt: now, ContextRecordFields: api.ContextRecordFields{RunID: "r", Role: "user",
+			ContentType: ctype, LifecycleStatus: status, ExpiresAt: expires, RetiredAt: retired}}
+	}
+	past, future := ptr(now.Add(-time.Hour)), ptr(now.Add(time.Hour))
+	recs := []api.ContextRecord{
+		rec("live", "text/plain", StatusActive, future, nil),
+		rec("tomb", ContentTypeTombstone, StatusActive, nil, nil),
+		rec("expired", "text/plain", StatusActive, past, nil),
+		rec("retired", "text/plain", StatusRetired, nil, nil),
+		rec("superseded", "text/plain", StatusSuperseded, nil, nil),
+		rec("retired_at", "text/plain", StatusActive, nil, past),
+	}
+	full, err := ToRecord(recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Release()
+	for _, f := range []Filter{{Now: now}, {Now: now, IncludeExpired: true}, {Now: now, IncludeRetired: true}, {Now: now, IncludeExpired: true, IncludeRetired: true}} {
+		var cols []arrow.Array
+		var fields []arrow.Field
+		for _, c := range f.LiveColumns() {
+			i := full.Schema().FieldIndices(c)[0]
+			cols, fields = append(cols, full.Column(i)), append(fields, full.Schema().Field(i))
+		}
+		part := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, full.NumRows())
+		whole, only := NewRows(full), NewRows(part)
+		for i := range recs {
+			if a, b := f.Live(whole, i), f.Live(only, i); a != b {
+				t.Errorf("%+v: record %s: Live %v on whole rows, %v on LiveColumns", f, recs[i].ID, a, b)
+			}
+		}
+		part.Release()
+	}
 }

@@ -59,6 +59,20 @@ func (f Filter) SQL() string {
 // StateColumns are the columns Live reads.
 var StateColumns = []string{ColContentType, ColExpiresAt, ColLifecycleStatus, ColRetiredAt}
 
+// LiveColumns are the columns Live reads under f: StateColumns less those of the checks
+// f skips, so that a search including expired or retired records fetches less of each
+// candidate.
+func (f Filter) LiveColumns() []string {
+	out := []string{ColContentType}
+	if !f.IncludeExpired {
+		out = append(out, ColExpiresAt)
+	}
+	if !f.IncludeRetired {
+		out = append(out, ColLifecycleStatus, ColRetiredAt)
+	}
+	return out
+}
+
 // Live reports whether row i passes the filter's state checks: not a tombstone,
 // not expired (unless IncludeExpired), not retired or superseded (unless
 // IncludeRetired).

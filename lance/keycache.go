@@ -406,7 +406,8 @@ func (d *Dataset) LookupKeys(ctx context.Context, cache *KeyCache, scope, column
 				if deleted.Contains(r) {
 					continue
 				}
-				rec, err := fr.read(ctx, d.store, fields, fieldsSchema(fields), uint64(r), uint64(r)+1, nil)
+				// A take of one row: only its bytes are read where rows are addressable.
+				rec, err := fr.read(ctx, d.store, fields, fieldsSchema(fields), 0, 0, []uint64{uint64(r)})
 				if err != nil {
 					return recs, err
 				}

@@ -181,7 +181,7 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 						continue
 					}
 					res.Candidates++
-					dist := metric.Distance(qn, vecs[i*dim:(i+1)*dim])
+					dist := metric.DistanceWithin(qn, vecs[i*dim:(i+1)*dim], top.bound())
 					if !top.admits(dist, id) {
 						if allow != nil {
 							// Admitted or not, a passing row counts towards k only when
@@ -430,6 +430,14 @@ func (h *hitHeap) Pop() any {
 	x := h.hits[len(h.hits)-1]
 	h.hits = h.hits[:len(h.hits)-1]
 	return x
+}
+
+// bound is the distance above which no hit enters the k nearest (+Inf until k are held).
+func (h *hitHeap) bound() float32 {
+	if len(h.hits) < h.k {
+		return float32(math.Inf(1))
+	}
+	return h.hits[0].Distance
 }
 
 // admits reports whether a hit at dist would enter the k nearest (NaN never does).

@@ -148,13 +148,15 @@ type indexSource struct {
 // returns nil when base has no index usable in the store's metric, or when more than
 // indexMaxCandidates would be needed.
 //
-// Reading a candidate's embedding from the data file costs a page per row (8 MiB pages
-// of 768-float vectors: ~5 ms a row); the index holds the same vectors, so for l2 and
-// dot stores they come from it (WithVectors) and only the id and state columns are
-// taken. A cosine index holds normalized vectors: those stores take the embedding.
+// The candidates' columns are taken by row (lance/file reads only the rows' bytes where
+// the page encoding allows: a vector, a mini-block chunk), and only those the checks
+// read (Filter.LiveColumns). The index holds the stored vectors, so for l2 and dot
+// stores they come from it (WithVectors) and the embedding is not taken at all. A
+// cosine index holds normalized vectors: those stores take the embedding.
 func (s indexSource) candidates(ctx context.Context, base *lance.Dataset, q []float32, f ctxstore.Filter, k int) (*indexCandidates, error) {
 	fromIndex := s.metric != ctxstore.MetricCosine
-	cols := append([]string{lance.RowIDColumn, ctxstore.ColID}, ctxstore.StateColumns...)
+	// Only what the state checks read: each column costs a read per candidate.
+	cols := append([]string{lance.RowIDColumn, ctxstore.ColID}, f.LiveColumns()...)
 	if !fromIndex {
 		cols = append(cols, ctxstore.ColEmbedding)
 	}
@@ -340,8 +342,8 @@ func fetchRecords(ctx context.Context, sn cxView, h *handle, ids []string, relat
 }
 
 // fetchRecordsKnown is fetchRecords for ids some of whose current embeddings are known
-// (rankVectorsKnown): those records are read without their embedding column, which
-// costs a data-file page per row, and get the known vector.
+// (rankVectorsKnown): those records are read without their embedding column (a read
+// per row saved) and get the known vector.
 func fetchRecordsKnown(ctx context.Context, sn cxView, h *handle, ids []string, relationships bool,
 	known map[string][]float32) (map[string]api.ContextRecord, error) {
 	cols := h.cx.opts.Projection(relationships)

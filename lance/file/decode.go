@@ -103,6 +103,10 @@ type pageSource struct {
 	// parsed caches what an accumulator derived from the last page (e.g. a decoded
 	// dictionary), so that many small take ranges on one page parse it once.
 	parsed any
+	// sparse holds, by page index, the pages of this call read sparse (see sparse.go);
+	// cur is the one last is, if last is one.
+	sparse map[int]*sparsePage
+	cur    *sparsePage
 }
 
 func (s *pageSource) load(ctx context.Context, idx int) ([][]byte, error) {
@@ -113,7 +117,7 @@ func (s *pageSource) load(ctx context.Context, idx int) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.lastIdx, s.last, s.loaded, s.parsed = idx, bufs, true, nil
+	s.lastIdx, s.last, s.loaded, s.parsed, s.cur = idx, bufs, true, nil, nil
 	return bufs, nil
 }
 
@@ -138,6 +142,20 @@ func (s *pageSource) each(ctx context.Context, start, end uint64, fn func(p *pag
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if sp := s.sparse[i]; sp != nil {
+			sa, sb, err := sp.rows(int(a), int(b))
+			if err != nil {
+				return err
+			}
+			if s.cur != sp {
+				s.lastIdx, s.last, s.loaded, s.parsed, s.cur = sparseIdx(i), sp.bufs, true, nil, sp
+			}
+			if err := fn(sp.info, sparseIdx(i), sp.bufs, sa, sb); err != nil {
+				return err
+			}
+			covered = p.first + uint64(b)
+			continue
 		}
 		bufs, err := s.load(ctx, i)
 		if err != nil {

@@ -293,6 +293,18 @@ func (l *leaf21) parsedPage(p *pageInfo, idx int, bufs [][]byte) (any, error) {
 	if l.pages.parsed != nil {
 		return l.pages.parsed, nil
 	}
+	if idx < 0 { // a sparse page: parsed for this call only
+		lay, err := p.layout21()
+		if err != nil {
+			return nil, err
+		}
+		v, err := parseLayout21(lay, l.shape, bufs, p.rows, 0)
+		if err != nil {
+			return nil, err
+		}
+		l.pages.parsed = v
+		return v, nil
+	}
 	if v := l.r.cache.getParsed(l.pages.col, idx); v != nil {
 		l.pages.parsed = v
 		return v, nil

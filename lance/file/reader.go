@@ -101,6 +101,10 @@ type Reader struct {
 	fetching map[[2]int]*pageFetch
 	// globals are the global buffers' ranges, checked to lie inside the file.
 	globals []bufRange
+	// sparseMetas keeps what sparse reads of mini-block pages fetch first.
+	sparseMetas sparseMetaCache
+	// sparsePages counts the pages read sparse (tests check the path is taken).
+	sparsePages atomic.Int64
 }
 
 // ReaderOptions tunes a Reader. The zero value gives the defaults.
@@ -540,6 +544,13 @@ type ReadOptions struct {
 	// (BlobDescriptionField: where each value is in the file) instead of their values,
 	// as Lance's scans do by default. Blob v2 fields always read as descriptors.
 	BlobDescriptions bool
+	// RandomAccess makes Read fetch only the bytes of the rows asked for from pages
+	// where rows are addressable (see sparse.go), as Take always does: for callers
+	// reading a few rows out of large pages (an index partition), not for scans, which
+	// read every page whole once and serve the next batch from the page cache.
+	RandomAccess bool
+	// NoRandomAccess makes Take read whole pages (tests compare the two paths).
+	NoRandomAccess bool
 }
 
 // Read decodes rows [start, end) of the given top-level fields (by id; output columns
@@ -554,11 +565,12 @@ func (r *Reader) ReadWith(ctx context.Context, fieldIDs []int32, start, end uint
 	if start > end || end > r.rows {
 		return nil, fmt.Errorf("lance file: rows [%d,%d) outside [0,%d)", start, end, r.rows)
 	}
-	return r.decode(ctx, fieldIDs, []rowRange{{start, end}}, end-start, opts)
+	return r.decode(ctx, fieldIDs, []rowRange{{start, end}}, end-start, opts, opts.RandomAccess)
 }
 
-// Take decodes the given rows (ascending; repeats allowed) of the given top-level
-// fields. Every page is fetched at most once per call.
+// Take decodes the given rows (in any order; repeats allowed) of the given top-level
+// fields, in the order given. Every page is fetched at most once per call, and from
+// pages where rows are addressable only the bytes of the rows are (see sparse.go).
 func (r *Reader) Take(ctx context.Context, fieldIDs []int32, rows []uint64) (arrow.RecordBatch, error) {
 	return r.TakeWith(ctx, fieldIDs, rows, ReadOptions{})
 }
@@ -571,7 +583,7 @@ func (r *Reader) TakeWith(ctx context.Context, fieldIDs []int32, rows []uint64, 
 			return nil, fmt.Errorf("lance file: row %d outside [0,%d)", row, r.rows)
 		}
 		if i > 0 && row < rows[i-1] {
-			return nil, fmt.Errorf("lance file: take rows must be ascending (%d after %d)", row, rows[i-1])
+			return r.takeUnordered(ctx, fieldIDs, rows, opts)
 		}
 		if n := len(ranges); n > 0 && ranges[n-1].end == row {
 			ranges[n-1].end++
@@ -579,12 +591,12 @@ func (r *Reader) TakeWith(ctx context.Context, fieldIDs []int32, rows []uint64, 
 			ranges = append(ranges, rowRange{row, row + 1})
 		}
 	}
-	return r.decode(ctx, fieldIDs, ranges, uint64(len(rows)), opts)
+	return r.decode(ctx, fieldIDs, ranges, uint64(len(rows)), opts, !opts.NoRandomAccess)
 }
 
 type rowRange struct{ start, end uint64 }
 
-func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange, n uint64, opts ReadOptions) (arrow.RecordBatch, error) {
+func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange, n uint64, opts ReadOptions, sparse bool) (arrow.RecordBatch, error) {
 	fields, sch, err := r.projection(fieldIDs)
 	if err != nil {
 		return nil, err
@@ -623,6 +635,13 @@ func (r *Reader) decode(ctx context.Context, fieldIDs []int32, ranges []rowRange
 				return err
 			}
 			d.reserve(int(n))
+			if ss, ok := d.(sparseSourcer); ok && sparse && n > 0 {
+				for _, src := range ss.sparseSources() {
+					if err := r.prepareSparse(gctx, src, ranges); err != nil {
+						return fmt.Errorf("lance file: field %q: %w", f.Name, err)
+					}
+				}
+			}
 			for _, rg := range ranges {
 				if err := d.appendRange(gctx, rg.start, rg.end); err != nil {
 					return fmt.Errorf("lance file: field %q: %w", f.Name, err)

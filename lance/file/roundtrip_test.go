@@ -499,8 +499,18 @@ func TestReadArgumentErrors(t *testing.T) {
 	if _, err := r.Read(ctx, []int32{s.Field("st").Children[0].ID}, 0, 1); err == nil {
 		t.Error("nested field succeeded")
 	}
-	if _, err := r.Take(ctx, []int32{0}, []uint64{3, 2}); err == nil {
-		t.Error("descending take succeeded")
+	// Takes accept rows in any order and return them in that order.
+	if rec, err := r.Take(ctx, []int32{0}, []uint64{3, 2}); err != nil {
+		t.Errorf("descending take: %v", err)
+	} else {
+		asc, err := r.Take(ctx, []int32{0}, []uint64{2, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := canonRows(t, rec), canonRows(t, asc)
+		compareRows(t, "descending take", got, []map[string]any{want[1], want[0]})
+		rec.Release()
+		asc.Release()
 	}
 	if _, err := r.Take(ctx, []int32{0}, []uint64{10}); err == nil {
 		t.Error("take past the end succeeded")

@@ -427,7 +427,8 @@ func (x *Index) readPartition(ctx context.Context, p int) ([]uint64, []float32, 
 	if n == 0 {
 		return nil, nil, nil
 	}
-	rec, err := x.aux.Read(ctx, []int32{x.rowIDFld, x.flatFld}, lo, lo+n)
+	// A partition is a few hundred rows of 8 MiB pages: read only its bytes.
+	rec, err := x.aux.ReadWith(ctx, []int32{x.rowIDFld, x.flatFld}, lo, lo+n, file.ReadOptions{RandomAccess: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s partition %d: %w", ErrCorrupt, AuxiliaryFile, p, err)
 	}

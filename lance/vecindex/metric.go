@@ -62,6 +62,44 @@ func (m Metric) Distance(a, b []float32) float32 {
 	}
 }
 
+// DistanceWithin is Distance when that is at most bound, and otherwise some value
+// above bound, computed with less work where the metric allows: an L2 distance is a sum
+// of squares, which only grows, so the sum stops once it has passed bound (a far
+// vector of a probed partition costs a fraction of its dimensions). The L2 sum is
+// accumulated exactly as Distance does, so the distances at most bound are equal.
+func (m Metric) DistanceWithin(a, b []float32, bound float32) float32 {
+	if m != L2 {
+		return m.Distance(a, b)
+	}
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for i+64 <= len(a) {
+		for end := i + 64; i < end; i += 4 {
+			d0, d1, d2, d3 := a[i]-b[i], a[i+1]-b[i+1], a[i+2]-b[i+2], a[i+3]-b[i+3]
+			s0 += d0 * d0
+			s1 += d1 * d1
+			s2 += d2 * d2
+			s3 += d3 * d3
+		}
+		if part := (s0 + s1) + (s2 + s3); part > bound {
+			return part
+		}
+	}
+	for ; i+4 <= len(a); i += 4 {
+		d0, d1, d2, d3 := a[i]-b[i], a[i+1]-b[i+1], a[i+2]-b[i+2], a[i+3]-b[i+3]
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(a); i++ {
+		d := a[i] - b[i]
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
 func l2(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
