@@ -258,3 +258,14 @@ func TestEverySectionMarkerParses(t *testing.T) {
 		}
 	}
 }
+
+// TestSectionOfRowsOfSharedIssues: issue 13 is measured by two sections; the row
+// retrieve produces belongs to it, so a run of vector keeps it (a run of vector at
+// 3cd345a turned row 13.7 into "not measured").
+func TestSectionOfRowsOfSharedIssues(t *testing.T) {
+	for id, want := range map[string]string{"13.1": "vector", "13.3": "vector", "13.7": "retrieve", "6.3": "master", "12.4": "kinds"} {
+		if got := sectionOf(id); got != want {
+			t.Errorf("sectionOf(%s) = %s, want %s", id, got, want)
+		}
+	}
+}
