@@ -48,6 +48,9 @@ type VectorSearchOptions struct {
 	// is cosine), the scanned one otherwise. A caller that needs the vectors of the hits
 	// saves reading them again, one page per row, from the data files.
 	WithVectors bool
+	// Cache, when set, serves the index's partitions (shared by every table and version
+	// of the caller, keyed by index UUID) instead of the index's own per-version cache.
+	Cache *vecindex.PartitionCache
 }
 
 // VectorHit is one search result: the row id (what _rowid reports; Take accepts it) and
@@ -172,7 +175,13 @@ func (d *Dataset) VectorSearch(ctx context.Context, column string, q []float32, 
 					break
 				}
 				res.Probed++
-				ids, vecs, err := s.idx.ReadPartition(ctx, p)
+				var ids []uint64
+				var vecs []float32
+				if opts.Cache != nil {
+					ids, vecs, err = opts.Cache.ReadPartition(ctx, s.id, s.idx, p)
+				} else {
+					ids, vecs, err = s.idx.ReadPartition(ctx, p)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("vector index %s: %w", s.im.GetName(), err)
 				}
@@ -275,6 +284,7 @@ func (d *Dataset) filterRowIDs(ctx context.Context, filter string, covered *roar
 
 // vectorSegment is one entry of a vector index (the index or a delta of it).
 type vectorSegment struct {
+	id    string // the index UUID: its files never change
 	im    *tablepb.IndexMetadata
 	frags *roaring.Bitmap
 	idx   *vecindex.Index
@@ -303,6 +313,10 @@ func (d *Dataset) vectorSegments(ctx context.Context, f *schema.Field, name stri
 		if det.Compression != "" && det.Compression != "flat" {
 			return nil, nil
 		}
+		id, err := indexUUID(im)
+		if err != nil {
+			return nil, err
+		}
 		x, err := d.openVectorIndex(ctx, im)
 		if errors.Is(err, vecindex.ErrUnsupported) {
 			return nil, nil
@@ -317,7 +331,7 @@ func (d *Dataset) vectorSegments(ctx context.Context, f *schema.Field, name stri
 		if len(segs) > 0 && (x.Metric() != segs[0].idx.Metric() || x.Dim() != segs[0].idx.Dim()) {
 			return nil, corruptf("", "vector index %q: segments disagree on metric or dimension", name)
 		}
-		segs = append(segs, vectorSegment{im: im, frags: bm, idx: x})
+		segs = append(segs, vectorSegment{id: id, im: im, frags: bm, idx: x})
 	}
 	return segs, nil
 }

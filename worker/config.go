@@ -128,6 +128,12 @@ type Config struct {
 	// an index reads its segments again).
 	ContextTextIndexCacheBytes int64
 
+	// ContextIndexCacheBytes bounds the decoded IVF partitions of context stores'
+	// vector indexes that searches keep between queries, all stores together (default
+	// DefaultContextIndexCacheBytes; negative: none, each search reads the partitions
+	// it probes). An index that fits it whole is read whole by its first search.
+	ContextIndexCacheBytes int64
+
 	// SweepTempAge: at start, a worker whose DataDir is local (file://) removes the
 	// temp files of uploads older than this, left by processes killed mid-write
 	// (default DefaultSweepTempAge; negative: no sweep).
@@ -233,6 +239,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ContextTextIndexCacheBytes == 0 {
 		c.ContextTextIndexCacheBytes = DefaultContextTextIndexCacheBytes
 	}
+	if c.ContextIndexCacheBytes == 0 {
+		c.ContextIndexCacheBytes = DefaultContextIndexCacheBytes
+	}
 	if c.SweepTempAge == 0 {
 		c.SweepTempAge = DefaultSweepTempAge
 	}
@@ -319,6 +328,9 @@ func (c Config) Summary() []any {
 		"merge_lock", c.MergeLocker != nil,
 		"store_cache_capacity", c.StoreCacheCapacity,
 		"key_cache_bytes", c.KeyCacheBytes,
+		"context_vector_cache_bytes", c.ContextVectorCacheBytes,
+		"context_index_cache_bytes", c.ContextIndexCacheBytes,
+		"context_text_index_cache_bytes", c.ContextTextIndexCacheBytes,
 		"sweep_temp_age", c.SweepTempAge.String(),
 		"list_max_rows", c.ListMaxRows,
 		"max_body_bytes", c.MaxBodyBytes,

@@ -46,6 +46,11 @@ const ftsMaxStores = 16
 // 16 of them, the store bound alone, would not fit a worker.
 const DefaultContextTextIndexCacheBytes = 1 << 30
 
+// DefaultContextIndexCacheBytes bounds the decoded IVF partitions of context stores'
+// vector indexes (Config.ContextIndexCacheBytes), all stores together: 1 GiB holds an
+// index of 300k × 768 float32 whole.
+const DefaultContextIndexCacheBytes = 1 << 30
+
 // ftsManifestTTL is how long a worker uses an index view of one base version before
 // reading the index manifest again: a build is picked up within it (until then the
 // rows it covers are scanned, not missed).

@@ -177,6 +177,14 @@ func testContextSearchThroughIndex(t *testing.T, metric string) {
 	if used := testutil.ToFloat64(tw.srv.met.contextSearches.WithLabelValues("index")) - before; used != float64(len(queries)) {
 		t.Fatalf("%v of %d searches went through the index", used, len(queries))
 	}
+	// The index fits the worker's partition cache: the first search read it whole, the
+	// others found every partition they probed in memory.
+	if st := tw.srv.cxIndex.Stats(); st.WholeLoads != 1 || st.Misses != 0 || st.Hits == 0 || st.Bytes == 0 {
+		t.Fatalf("partition cache %+v: want one whole load, then hits only", st)
+	}
+	if got := tw.metricValue("context_index_cache_whole_loads_total"); got != 1 {
+		t.Fatalf("context_index_cache_whole_loads_total %v, want 1", got)
+	}
 	var lateFound, ackedFound int
 	for _, a := range answers {
 		for _, id := range a {

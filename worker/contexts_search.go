@@ -11,6 +11,7 @@ import (
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/ctxstore"
 	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/lance/vecindex"
 	"github.com/lancectx/lancectx/wal"
 )
 
@@ -141,6 +142,7 @@ type indexCandidates struct {
 type indexSource struct {
 	dist   ctxstore.Distance
 	metric string
+	cache  *vecindex.PartitionCache // nil: the index's own, per version
 }
 
 // candidates asks the index of base for at least k candidates that pass f (its
@@ -169,7 +171,8 @@ func (s indexSource) candidates(ctx context.Context, base *lance.Dataset, q []fl
 			return nil, nil
 		}
 		res, err := base.VectorSearch(ctx, ctxstore.ColEmbedding, q, want, lance.VectorSearchOptions{
-			Metric: s.metric, NProbes: contextSearchNProbes, IndexedOnly: true, Filter: filter, WithVectors: fromIndex})
+			Metric: s.metric, NProbes: contextSearchNProbes, IndexedOnly: true, Filter: filter, WithVectors: fromIndex,
+			Cache: s.cache})
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +257,7 @@ func (s *Server) rankVectorsKnown(ctx context.Context, h *handle, sn cxView, q [
 func (s *Server) rankVectorsInto(ctx context.Context, h *handle, sn cxView, q []float32, f ctxstore.Filter, k int) (*ctxstore.TopK, map[string][]float32, error) {
 	exact := exactSource{dist: h.cx.dist}
 	top := ctxstore.NewTopK(k)
-	ix, err := indexSource{dist: h.cx.dist, metric: h.cx.opts.DistanceMetric}.candidates(ctx, sn.Base(), q, f, k)
+	ix, err := indexSource{dist: h.cx.dist, metric: h.cx.opts.DistanceMetric, cache: s.cxIndex}.candidates(ctx, sn.Base(), q, f, k)
 	if err != nil {
 		return nil, nil, err
 	}

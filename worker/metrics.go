@@ -7,6 +7,7 @@ import (
 
 	"github.com/lancectx/lancectx/internal/loophealth"
 	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/lance/vecindex"
 )
 
 // metrics are the worker's own series (the WAL's and the object store's are
@@ -177,6 +178,26 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		} {
 			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
 				func() float64 { return float64(c.value(kc.Stats())) }))
+		}
+	}
+	if s.cxIndex != nil {
+		pc := s.cxIndex
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "context_index_cache_bytes",
+			Help: "Bytes of decoded vector-index partitions kept for context searches (bound: --context-index-cache-bytes)."},
+			func() float64 { return float64(pc.Stats().Bytes) }))
+		for _, c := range []struct {
+			name, help string
+			value      func(vecindex.PartitionCacheStats) int64
+		}{
+			{"context_index_cache_hits_total", "Vector-index partitions context searches found in memory.",
+				func(s vecindex.PartitionCacheStats) int64 { return s.Hits }},
+			{"context_index_cache_misses_total", "Vector-index partitions context searches read from the index files one by one.",
+				func(s vecindex.PartitionCacheStats) int64 { return s.Misses }},
+			{"context_index_cache_whole_loads_total", "Vector indexes read whole by their first search (they fit --context-index-cache-bytes).",
+				func(s vecindex.PartitionCacheStats) int64 { return s.WholeLoads }},
+		} {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+				func() float64 { return float64(c.value(pc.Stats())) }))
 		}
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_merge_slots_busy",

@@ -18,6 +18,7 @@ import (
 	"github.com/lancectx/lancectx/coord"
 	"github.com/lancectx/lancectx/internal/loophealth"
 	"github.com/lancectx/lancectx/lance"
+	"github.com/lancectx/lancectx/lance/vecindex"
 	"github.com/lancectx/lancectx/objstore"
 	"github.com/lancectx/lancectx/objstore/provider"
 	"github.com/lancectx/lancectx/registry"
@@ -33,9 +34,10 @@ type Server struct {
 	data     objstore.Store
 	ownData  bool
 	walMet   *wal.Metrics
-	keyCache *lance.KeyCache // nil when Config.KeyCacheBytes < 0
-	cxVecs   *vecCache       // decoded base vectors of exact context searches (contexts_veccache.go)
-	cxFTS    *ftsCache       // loaded full-text indexes of context stores (contexts_fts.go)
+	keyCache *lance.KeyCache          // nil when Config.KeyCacheBytes < 0
+	cxVecs   *vecCache                // decoded base vectors of exact context searches (contexts_veccache.go)
+	cxFTS    *ftsCache                // loaded full-text indexes of context stores (contexts_fts.go)
+	cxIndex  *vecindex.PartitionCache // decoded IVF partitions of context stores' vector indexes; nil when off
 	met      *metrics
 	// rollouts and generics are the store kinds; kinds lists both.
 	rollouts *storeKind
@@ -85,6 +87,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.cxVecs = newVecCache(cfg.ContextVectorCacheBytes)
 	s.cxFTS = newFTSCache(cfg.Registerer, cfg.ContextTextIndexCacheBytes)
+	if cfg.ContextIndexCacheBytes > 0 {
+		s.cxIndex = vecindex.NewPartitionCache(cfg.ContextIndexCacheBytes)
+	}
 	s.loops = loophealth.New(loophealth.Options{Subsystem: "worker", Registerer: cfg.Registerer, Now: cfg.Now})
 	for _, l := range []string{loopMerge, loopSeal} {
 		s.loops.Add(l, cfg.MergeInterval, 0).SetActive(true)

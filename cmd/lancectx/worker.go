@@ -49,6 +49,7 @@ type workerFlags struct {
 	keyCache        workerBytes
 	ctxVecCache     workerBytes
 	ctxTextCache    workerBytes
+	ctxIndexCache   workerBytes
 	sweepTempAge    time.Duration
 	maxRecords      int
 	listMaxRows     int
@@ -182,6 +183,10 @@ func (wf *workerFlags) register(f *pflag.FlagSet) {
 	wf.ctxTextCache = workerBytes(wf.envBytes(worker.DefaultContextTextIndexCacheBytes, "LANCECTX_CONTEXT_TEXT_INDEX_CACHE_BYTES"))
 	f.Var(&wf.ctxTextCache, "context-text-index-cache-bytes", "memory for the decoded full-text index segments that context retrieves "+
 		"keep between queries, all stores together; 0 keeps none (env LANCECTX_CONTEXT_TEXT_INDEX_CACHE_BYTES)")
+	wf.ctxIndexCache = workerBytes(wf.envBytes(worker.DefaultContextIndexCacheBytes, "LANCECTX_CONTEXT_INDEX_CACHE_BYTES"))
+	f.Var(&wf.ctxIndexCache, "context-index-cache-bytes", "memory for the decoded partitions of context stores' vector indexes that "+
+		"searches keep between queries, all stores together; an index that fits is read whole by its first search; 0 keeps none "+
+		"(env LANCECTX_CONTEXT_INDEX_CACHE_BYTES)")
 	f.Var(&wf.ctxVecCache, "context-vector-cache-bytes", "memory for the decoded base-table vectors that exact context searches "+
 		"keep between queries, all stores together; 0 turns it off (env LANCECTX_CONTEXT_VECTOR_CACHE_BYTES)")
 	f.IntVar(&wf.listMaxRows, "list-max-rows", wf.envInt(worker.DefaultListMaxRows, "ROLLOUT_LIST_MAX_ROWS"),
@@ -349,6 +354,7 @@ func (wf *workerFlags) config(store *storeFlags) worker.Config {
 	}
 	cfg.ContextVectorCacheBytes = offIfZero(int64(wf.ctxVecCache))
 	cfg.ContextTextIndexCacheBytes = offIfZero(int64(wf.ctxTextCache))
+	cfg.ContextIndexCacheBytes = offIfZero(int64(wf.ctxIndexCache))
 	return cfg
 }
 

@@ -118,4 +118,20 @@ func TestWorkerFlagsContextVectorCache(t *testing.T) {
 	if c := wf.config(&storeFlags{}); c.ContextTextIndexCacheBytes != -1 {
 		t.Fatalf("text index cache: 0 is off (-1 in worker.Config): %d", c.ContextTextIndexCacheBytes)
 	}
+	if c := wf.config(&storeFlags{}); c.ContextIndexCacheBytes != worker.DefaultContextIndexCacheBytes {
+		t.Fatalf("vector index cache default: %d", c.ContextIndexCacheBytes)
+	}
+	t.Setenv("LANCECTX_CONTEXT_INDEX_CACHE_BYTES", "3GiB")
+	if wf, err = newTestWorkerFlags(t); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.ContextIndexCacheBytes != 3<<30 {
+		t.Fatalf("vector index cache from env: %d", c.ContextIndexCacheBytes)
+	}
+	if wf, err = newTestWorkerFlags(t, "--context-index-cache-bytes", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.ContextIndexCacheBytes != -1 {
+		t.Fatalf("vector index cache: 0 is off (-1 in worker.Config): %d", c.ContextIndexCacheBytes)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -450,4 +451,59 @@ func (x *Index) readPartition(ctx context.Context, p int) ([]uint64, []float32, 
 	outIDs := append([]uint64(nil), ids.Uint64Values()...)
 	outVecs := append([]float32(nil), raw[start:start+int(n)*x.dim]...)
 	return outIDs, outVecs, nil
+}
+
+// vectorBytes is what the decoded partitions of x take in memory (row ids and vectors).
+func (x *Index) vectorBytes() int64 {
+	var rows int64
+	for _, n := range x.lengths {
+		rows += int64(n)
+	}
+	return rows * int64(8+4*x.dim)
+}
+
+// readPartitions reads partitions [lo, hi) in one read of the rows they span.
+func (x *Index) readPartitions(ctx context.Context, lo, hi int) ([]partition, error) {
+	first, end := uint64(math.MaxUint64), uint64(0)
+	for p := lo; p < hi; p++ {
+		if x.lengths[p] > 0 {
+			first = min(first, x.offsets[p])
+			end = max(end, x.offsets[p]+uint64(x.lengths[p]))
+		}
+	}
+	out := make([]partition, hi-lo)
+	if end == 0 {
+		return out, nil
+	}
+	rec, err := x.aux.ReadWith(ctx, []int32{x.rowIDFld, x.flatFld}, first, end, file.ReadOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s partitions %d-%d: %w", ErrCorrupt, AuxiliaryFile, lo, hi-1, err)
+	}
+	defer rec.Release()
+	ids, ok1 := rec.Column(0).(*array.Uint64)
+	vl, ok2 := rec.Column(1).(*array.FixedSizeList)
+	n := int(end - first)
+	if !ok1 || !ok2 || ids.Len() != n || vl.Len() != n || ids.NullN() > 0 || vl.NullN() > 0 {
+		return nil, corruptf("%s partitions %d-%d: unexpected columns", AuxiliaryFile, lo, hi-1)
+	}
+	vals, ok := vl.ListValues().(*array.Float32)
+	if !ok {
+		return nil, corruptf("%s partitions %d-%d: vectors are not float32", AuxiliaryFile, lo, hi-1)
+	}
+	start := vl.Offset() * x.dim
+	raw := vals.Float32Values()
+	if start+n*x.dim > len(raw) {
+		return nil, corruptf("%s partitions %d-%d: short vectors", AuxiliaryFile, lo, hi-1)
+	}
+	allIDs, allVecs := ids.Uint64Values(), raw[start:start+n*x.dim]
+	for p := lo; p < hi; p++ {
+		if x.lengths[p] == 0 {
+			continue
+		}
+		a, b := int(x.offsets[p]-first), int(x.offsets[p]-first)+int(x.lengths[p])
+		// Copies: the cache evicts partitions one by one, which frees memory only if
+		// they do not share the read's buffers.
+		out[p-lo] = partition{ids: slices.Clone(allIDs[a:b]), vecs: slices.Clone(allVecs[a*x.dim : b*x.dim])}
+	}
+	return out, nil
 }
