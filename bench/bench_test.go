@@ -753,3 +753,54 @@ func TestCoordBench(t *testing.T) {
 		t.Fatalf("coord: %+v", r)
 	}
 }
+
+// Issue 16's rows are targets of the summary, owned by the worker section, and every
+// missed one is listed with its shortfall under "Targets missed".
+func TestIngestCostReport(t *testing.T) {
+	dir := t.TempDir()
+	meta := filepath.Join(dir, "meta.json")
+	if err := os.WriteFile(meta, []byte(`{"command":"bench/run.sh --only worker","date":"2026-12-02T00:00:00Z"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(bench, side string, rows, cpu, alloc float64) string {
+		return fmt.Sprintf(`{"bench":%q,"side":%q,"rep":1,"clients":16,"batch_rows":10,"row_json_bytes":1024,"row_body_bytes":1000,`+
+			`"server_cpu_ms_per_1k_rows":%g,"alloc_bytes_per_row":%g,"gc_cpu_share":0.04,"acked_rows":100000,"acked_rows_per_s":%g,`+
+			`"ack_latency":{"p50_ms":3,"p99_ms":12}}`, bench, side, cpu, alloc, rows)
+	}
+	in := filepath.Join(dir, "results.jsonl")
+	lines := []string{
+		ingest(benchWorkerIngest, SideGo, 40000, 28, 6000),
+		ingest(benchWorkerIngest, SideLanceDB, 1600, 0, 0),
+		ingest(benchWorkerArrow, SideGo, 300000, 4, 1900),
+	}
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Main(context.Background(), []string{"report", "--in", in, "--meta", meta}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, want := range []string{
+		"| 16.1 | 16. JSON route (16 clients, 10-row batches): worker CPU per 1,000 acked rows (load in another process) | 28.0 ms | — | — | — | <= 25 ms | no |",
+		"| 16.4 | 16. JSON route: acked rows/s against LanceDB `table.add` under the same load (row 1) | 40.0k rows/s | 1.6k rows/s (table.add) | 25.00 | — | >= 40 | no |",
+		"| 16.7 | 16. same: heap bytes allocated per acked row (request body per row) | 1.9k B (1000 B) | — | — | — | <= 2x the row | yes |",
+		"### Targets missed: by how much, and why",
+		"- 5.1 JSON rows/s: 40.0k rows/s, 20% short of 50,000.",
+		"- 16.1 JSON CPU per 1,000 rows: 28.0 ms, 12% over 25 ms.",
+		"- 16.2 JSON bytes allocated per row: 6.0k B, 6.0x the row (1000 B) against 2x.",
+		"- 16.4 JSON against LanceDB: 25.0x, short of 40x",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, met := range []string{"- 16.6 ", "- 16.7 ", "- 16.5 "} {
+		if strings.Contains(md, met) {
+			t.Errorf("a met target is listed as missed: %q", met)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+}

@@ -36,6 +36,7 @@ const (
 	arrowRowsTarget  = 200000.0
 	allocRatioTarget = 2.0
 	gcShareTarget    = 0.10
+	jsonPeerTarget   = 40.0 // JSON rows/s against LanceDB table.add
 )
 
 // Issue 10 (section 5): an idle worker makes no storage request.
@@ -202,7 +203,17 @@ func workerReport(e *emitter, meta Meta, results []Result) {
 		}
 		detail("- 1. ingest, lancedb: rows/s %s; p99 %s ms; CPU per 1,000 rows %s ms; load averages %s", fmtVals(lvals), fmtVals(lpv), fmtVals(scale(lcv, 1e6)), loads(li))
 	}
-	ingestCostRows(e, gi, decodeWorker(pick(results, benchWorkerArrow, SideGo, "")), detail)
+	var misses []string
+	if len(gi) > 0 {
+		gv, _ := medianBy(gi, func(w workerResult) float64 { return w.RowsPerS })
+		lv, _ := medianBy(li, func(w workerResult) float64 { return w.RowsPerS })
+		if gv < ingestRowsTarget {
+			misses = append(misses, fmt.Sprintf("5.1 JSON rows/s: %s rows/s, %.0f%% short of %s. %s", si(gv), 100*(1-gv/ingestRowsTarget), thousands(int64(ingestRowsTarget)), whyJSONRows))
+		}
+		misses = append(misses, ingestCostRows(e, gi, decodeWorker(pick(results, benchWorkerArrow, SideGo, "")), gv, lv, detail)...)
+	} else {
+		misses = append(misses, ingestCostRows(e, gi, decodeWorker(pick(results, benchWorkerArrow, SideGo, "")), 0, 0, detail)...)
+	}
 	merge := func(bench, idTime, idRSS string) {
 		ws := decodeWorker(pick(results, bench, SideGo, ""))
 		if len(ws) == 0 {
@@ -245,18 +256,47 @@ func workerReport(e *emitter, meta Meta, results []Result) {
 	if ws := decodeWorker(pick(results, benchWorkerIdle, SideGo, "")); len(ws) > 0 {
 		idleRow(e, ws, detail)
 	}
+	if len(misses) > 0 {
+		p("\n### Targets missed: by how much, and why\n\n")
+		for _, m := range misses {
+			p("- %s\n", m)
+		}
+	}
 	e.runFooter(meta, lancedbVersions(meta), nil, meta.WorkerNotes, details)
 }
+
+// Why issue 16's JSON targets are missed: what CPU and allocation profiles of the
+// worker under this benchmark's load show (bench/worker_bench -mode ingest -cpuprofile
+// / -memprofile, 2026-12-06). The figures they quote are from those profiles; the
+// misses they explain are computed from the run above.
+const (
+	whyJSONRows = "The 2 cores are shared by the worker and the 16 clients (one process), so rows/s is bound by the worker's CPU per row " +
+		"(the 16.1 row) plus the clients' own (HTTP and JSON encoding; the CPU per 1,000 rows with the clients included is under All measurements)."
+	whyJSONCPU = "Where the worker's CPU goes: WAL entry puts about 20% (each group commit is an O_TMPFILE write, fsync, link and " +
+		"directory fsync on the local disk, about 0.3 ms of CPU in the kernel, shared by the 6 to 7 appends a group holds with 16 clients), " +
+		"HTTP serving about 13%, sealing generations into Lance 2.1 files (FSST and dictionary encoding: the files merges adopt as they are) " +
+		"about 11%, JSON checking and decoding into Arrow about 9%, allocation and GC about 17%."
+	whyAlloc = "Each row is necessarily copied three times: decoded into Arrow arrays (about 1x the row), joined with the other " +
+		"small batches of its group commit into one entry and memtable batch (about 1.3x), and encoded into the sealed file's page " +
+		"buffers, FSST and dictionary tables (about 1x, less when the writer's pooled buffers survive a GC); with the HTTP request, " +
+		"the WAL entry's IPC encoding and the merge's key reads that is about 6x. Reaching 2x needs the batches recycled (a pooled " +
+		"Arrow allocator) across appends, entries and seals, which requires every holder of a memtable batch to release it exactly " +
+		"once: not done, since a mistake there silently corrupts acked rows."
+	whyArrowAlloc = "The request body read by the IPC reader is about 1x the row and is the memtable's batch (no copy); the " +
+		"rest is the seal's page buffers and encodings, as for JSON."
+	whyPeer = "LanceDB's table.add is faster on this machine than in the issue's figures (1.7k against 0.65 to 1.04k rows/s), " +
+		"and lancectx's own rows/s misses 5.1."
+)
 
 // ingestCostRows are issue 16's rows: per route, the worker process's CPU per 1,000
 // acked rows, heap bytes allocated per acked row (against the request's bytes per
 // row), the GC's share of its CPU, and for the Arrow route rows/s and latency. Runs
 // from before the load moved to a child process lack the fields and are left out.
-func ingestCostRows(e *emitter, js, arrow []workerResult, detail func(string, ...any)) {
+func ingestCostRows(e *emitter, js, arrow []workerResult, jsonRows, peerRows float64, detail func(string, ...any)) (misses []string) {
 	have := func(w workerResult) bool { return w.CPUMsPer1k > 0 }
 	js = slices.DeleteFunc(slices.Clone(js), func(w workerResult) bool { return !have(w) })
 	arrow = slices.DeleteFunc(slices.Clone(arrow), func(w workerResult) bool { return !have(w) })
-	route := func(id, name string, ws []workerResult, cpuTarget float64) {
+	route := func(ids [3]string, name string, ws []workerResult, cpuTarget float64, whyCPU, whyAllocs string) {
 		if len(ws) == 0 {
 			return
 		}
@@ -264,26 +304,51 @@ func ingestCostRows(e *emitter, js, arrow []workerResult, detail func(string, ..
 		alloc, av := medianBy(ws, func(w workerResult) float64 { return w.AllocPerRow })
 		gc, gv := medianBy(ws, func(w workerResult) float64 { return w.GCShare })
 		rowBytes := ws[0].RowBodyBytes
-		e.row(tableRow{id: id + ".1", title: fmt.Sprintf("16. %s route (%d clients, %d-row batches): worker CPU per 1,000 acked rows (load in another process)", name, ws[0].Clients, ws[0].BatchRows),
+		e.row(tableRow{id: ids[0], title: fmt.Sprintf("16. %s route (%d clients, %d-row batches): worker CPU per 1,000 acked rows (load in another process)", name, ws[0].Clients, ws[0].BatchRows),
 			lancectx: fmt.Sprintf("%.1f ms", cpu), lancedb: "—", ratio: "—", cpuRatio: "—", target: fmt.Sprintf("<= %.0f ms", cpuTarget), met: yesNo(cpu <= cpuTarget)})
-		e.row(tableRow{id: id + ".2", title: "16. same: heap bytes allocated per acked row (request body per row)",
+		e.row(tableRow{id: ids[1], title: "16. same: heap bytes allocated per acked row (request body per row)",
 			lancectx: fmt.Sprintf("%s B (%.0f B)", si(alloc), rowBytes), lancedb: "—", ratio: "—", cpuRatio: "—", target: "<= 2x the row",
 			met: yesNo(rowBytes > 0 && alloc <= allocRatioTarget*rowBytes)})
-		e.row(tableRow{id: id + ".3", title: "16. same: GC share of the worker's CPU (runtime/metrics)",
+		e.row(tableRow{id: ids[2], title: "16. same: GC share of the worker's CPU (runtime/metrics)",
 			lancectx: fmt.Sprintf("%.1f%%", 100*gc), lancedb: "—", ratio: "—", cpuRatio: "—", target: "<= 10%", met: yesNo(gc <= gcShareTarget)})
 		detail("- 16. %s route: CPU ms per 1,000 rows %s; alloc bytes per row %s; GC share %s; load averages %s", name, fmtVals(cv), fmtVals(av), fmtVals(gv), loads(ws))
+		if cpu > cpuTarget {
+			misses = append(misses, fmt.Sprintf("%s %s CPU per 1,000 rows: %.1f ms, %.0f%% over %.0f ms. %s", ids[0], name, cpu, 100*(cpu/cpuTarget-1), cpuTarget, whyCPU))
+		}
+		if rowBytes > 0 && alloc > allocRatioTarget*rowBytes {
+			misses = append(misses, fmt.Sprintf("%s %s bytes allocated per row: %s B, %.1fx the row (%.0f B) against %.0fx. %s", ids[1], name, si(alloc), alloc/rowBytes, rowBytes, allocRatioTarget, whyAllocs))
+		}
+		if gc > gcShareTarget {
+			misses = append(misses, fmt.Sprintf("%s %s GC share: %.1f%% against %.0f%%.", ids[2], name, 100*gc, 100*gcShareTarget))
+		}
 	}
-	route("16.1", "JSON", js, jsonCPUTarget)
+	route([3]string{"16.1", "16.2", "16.3"}, "JSON", js, jsonCPUTarget, whyJSONCPU, whyAlloc)
+	if jsonRows > 0 {
+		ratio, met, cell := "—", "not measured", "—"
+		if peerRows > 0 {
+			ratio, met, cell = fmt.Sprintf("%.2f", jsonRows/peerRows), yesNo(jsonRows/peerRows >= jsonPeerTarget), si(peerRows)+" rows/s (table.add)"
+			if jsonRows/peerRows < jsonPeerTarget {
+				misses = append(misses, fmt.Sprintf("16.4 JSON against LanceDB: %.1fx, short of %.0fx (LanceDB would need to be at %s rows/s, or lancectx at %s). %s",
+					jsonRows/peerRows, jsonPeerTarget, si(jsonRows/jsonPeerTarget), si(jsonPeerTarget*peerRows), whyPeer))
+			}
+		}
+		e.row(tableRow{id: "16.4", title: "16. JSON route: acked rows/s against LanceDB `table.add` under the same load (row 1)",
+			lancectx: si(jsonRows) + " rows/s", lancedb: cell, ratio: ratio, cpuRatio: "—", target: ">= 40", met: met})
+	}
 	if len(arrow) > 0 {
 		rows, rv := medianBy(arrow, func(w workerResult) float64 { return w.RowsPerS })
 		p99, pv := medianBy(arrow, func(w workerResult) float64 { return w.Latency.P99 })
 		p50, _ := medianBy(arrow, func(w workerResult) float64 { return w.Latency.P50 })
-		e.row(tableRow{id: "16.2", title: fmt.Sprintf("16. Arrow IPC route (%d clients, %d-row batches of ~%d B rows, durable acks): acked rows/s", arrow[0].Clients, arrow[0].BatchRows, arrow[0].RowJSONBytes),
+		e.row(tableRow{id: "16.5", title: fmt.Sprintf("16. Arrow IPC route (%d clients, %d-row batches of ~%d B rows, durable acks): acked rows/s", arrow[0].Clients, arrow[0].BatchRows, arrow[0].RowJSONBytes),
 			lancectx: fmt.Sprintf("%s rows/s (p50 %.1f ms, p99 %.1f ms)", si(rows), p50, p99), lancedb: "—", ratio: "—", cpuRatio: "—",
 			target: ">= 200,000 rows/s", met: yesNo(rows >= arrowRowsTarget)})
 		detail("- 16. Arrow route: rows/s %s; p99 %s ms", fmtVals(rv), fmtVals(pv))
+		if rows < arrowRowsTarget {
+			misses = append(misses, fmt.Sprintf("16.5 Arrow IPC rows/s: %s rows/s, %.0f%% short of %s.", si(rows), 100*(1-rows/arrowRowsTarget), thousands(int64(arrowRowsTarget))))
+		}
 	}
-	route("16.3", "Arrow IPC", arrow, arrowCPUTarget)
+	route([3]string{"16.6", "16.7", "16.8"}, "Arrow IPC", arrow, arrowCPUTarget, "", whyArrowAlloc)
+	return misses
 }
 
 // idleRow is issue 10's row: the storage requests per second of an idle worker holding

@@ -461,6 +461,10 @@ func (t *EncodedFSSTTable) clone() *EncodedFSSTTable {
 	return &EncodedFSSTTable{syms: slices.Clone(t.syms), byte1: t.byte1, short: &short, hash: &hash}
 }
 
+// fsstTrainPool and fsstCountersPool hold EncodeFSSTTable's scratch: working tables
+// (never finished: no fast table) and pair counts.
+var fsstTrainPool, fsstCountersPool sync.Pool
+
 // EncodeFSSTTable trains a symbol table on a sample of the values (offsets into data)
 // the way the FSST paper does: five rounds over growing fractions of the sample, each
 // compressing with the current table, counting symbols and symbol pairs and keeping the
@@ -471,8 +475,23 @@ func EncodeFSSTTable(offsets []uint64, data []byte) *EncodedFSSTTable {
 	if len(sample) == 0 {
 		return nil
 	}
-	t := encFsstNewTable()
-	c := &encFsstCounters{two: make([]uint32, encFsstCodes*encFsstCodes)}
+	// The working table (about 400 KiB) and the pair counts (1 MiB) are scratch of this
+	// call alone: pooled, since a seal trains a table for every string page and they
+	// were most of its allocated bytes. What is returned is a clone.
+	t, _ := fsstTrainPool.Get().(*EncodedFSSTTable)
+	if t == nil {
+		t = encFsstNewTable()
+	} else {
+		t.reset()
+	}
+	defer fsstTrainPool.Put(t)
+	c, _ := fsstCountersPool.Get().(*encFsstCounters)
+	if c == nil {
+		c = &encFsstCounters{two: make([]uint32, encFsstCodes*encFsstCodes)}
+	} else {
+		clear(c.two)
+	}
+	defer fsstCountersPool.Put(c)
 	var best *EncodedFSSTTable
 	var bestCounts [encFsstCodes]uint32
 	bestSize := -1

@@ -99,8 +99,12 @@ func newW21Writer(s *schema.Schema, pageBytes int, varBytes []int64) (*w21Writer
 			// (which allocated and copied about twice the page). A page is flushed
 			// once it holds more than pageBytes, so it may overshoot by an append:
 			// a quarter more keeps the last append of a full page from regrowing it.
-			if want := min(varBytes[i], int64(pageBytes)+int64(pageBytes)/4); int64(cap(n.leaf.data)) < want {
-				n.leaf.data = make([]byte, 0, want)
+			// Half as much again when it is made: the buffer goes to the pool with the
+			// writer, and the next file of the schema (a seal of a few more rows) then
+			// finds it big enough instead of allocating its own.
+			limit := int64(pageBytes) + int64(pageBytes)/4
+			if want := min(varBytes[i], limit); int64(cap(n.leaf.data)) < want {
+				n.leaf.data = make([]byte, 0, min(want+want/2, limit))
 			}
 		}
 	}
