@@ -44,6 +44,11 @@
 //     put in flight (groups of ~8 appends, p50 2-3 ms), against 32-38k with 2 and
 //     18-21k with 4: concurrent fsyncs on one file system queue behind each other. On
 //     S3/Azure/GCS (puts of 20-100 ms that do run in parallel) use 4-8.
+//   - GroupCommitLinger 1 ms: with 16 writers x 10 rows of 1 KiB, entries went from 7 to
+//     9-10 appends each, the worker's CPU per acked row fell 10-15% and rows/s rose about
+//     10% (p50 and p99 ack latency a little lower: less CPU queueing); a wait ends as
+//     soon as the group holds the recent peak of appends per entry, and a lone writer
+//     never waits.
 //   - GroupCommitMaxBytes 4 MiB: a 256 KiB cap split the same load into more puts and
 //     lost half the throughput; the cap only matters for bursts.
 //   - SealBytes 8 MiB, SealInterval 2 s: 2 MiB seals cost up to a third of the append

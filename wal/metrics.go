@@ -16,6 +16,7 @@ type Metrics struct {
 	appendBytes       prometheus.Counter
 	appendErrors      prometheus.Counter
 	groupAppends      prometheus.Histogram
+	groupLingers      prometheus.Counter
 	entriesWritten    prometheus.Counter
 	replayedEntries   prometheus.Counter
 	sealDuration      prometheus.Histogram
@@ -52,6 +53,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Arrow bytes acknowledged durably by WAL appends."}),
 		appendErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_append_errors_total",
 			Help: "WAL appends that failed (backpressure, fencing, invalid batches and storage errors)."}),
+		groupLingers: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_group_commit_lingers_total",
+			Help: "Group commits that waited for more appends (several writers appending; --wal-group-commit-linger)."}),
 		groupAppends: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rollout_wal_group_commit_appends",
 			Help: "Appends carried by one WAL entry (group commit batch size).", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}}),
 		entriesWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout_wal_entries_written_total",
@@ -97,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.appendDuration, m.appendRows, m.appendBytes, m.appendErrors, m.groupAppends, m.entriesWritten,
+	reg.MustRegister(m.appendDuration, m.appendRows, m.appendBytes, m.appendErrors, m.groupAppends, m.groupLingers, m.entriesWritten,
 		m.replayedEntries, m.sealDuration, m.generationsSealed, m.sealErrors, m.flushDuration, m.pendingSample,
 		m.backpressure, m.admissionWaits, m.admissionWait, m.fenced, m.mergeDuration, m.mergeGenerations, m.mergeRows, m.mergeDuplicates, m.mergeFailures,
 		m.mergeRetries)

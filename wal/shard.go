@@ -71,9 +71,12 @@ func (e *BackpressureError) Is(target error) bool { return target == ErrBackpres
 
 // Defaults, chosen by the benchmarks in bench_test.go (see the package doc).
 const (
-	DefaultSealBytes             = 8 << 20
-	DefaultSealInterval          = 2 * time.Second
-	DefaultGroupCommitMaxBytes   = 4 << 20
+	DefaultSealBytes           = 8 << 20
+	DefaultSealInterval        = 2 * time.Second
+	DefaultGroupCommitMaxBytes = 4 << 20
+	// DefaultGroupCommitLinger is how long a group commit may wait for more appends
+	// (Options.GroupCommitLinger).
+	DefaultGroupCommitLinger     = time.Millisecond
 	DefaultMaxPendingGenerations = 1024
 	DefaultMaxInflightEntries    = 1
 	DefaultRetireGrace           = 10 * time.Minute
@@ -113,6 +116,15 @@ type Options struct {
 	SealInterval time.Duration
 	// GroupCommitMaxBytes bounds one WAL entry (one group commit).
 	GroupCommitMaxBytes int64
+	// GroupCommitLinger: while appends come from several writers at once (recent
+	// entries held two or more appends), a group commit that has taken every queued
+	// append waits for more, until it holds as many as the recent peak (every writer
+	// of a steady load is in) or for GroupCommitLinger at most, before its entry is
+	// put. Each entry put costs the same whatever it holds (on a local disk two
+	// fsyncs, a link and an open, about 0.3 ms of CPU), so fewer, larger entries leave
+	// the CPU to the appends themselves. A lone writer never waits (default
+	// DefaultGroupCommitLinger; negative: never).
+	GroupCommitLinger time.Duration
 	// MaxInflightEntries is how many WAL entry puts run at once (they complete in
 	// order).
 	MaxInflightEntries int
@@ -191,6 +203,9 @@ func (o *Options) defaults() error {
 	}
 	if o.GroupCommitMaxBytes <= 0 {
 		o.GroupCommitMaxBytes = DefaultGroupCommitMaxBytes
+	}
+	if o.GroupCommitLinger == 0 {
+		o.GroupCommitLinger = DefaultGroupCommitLinger
 	}
 	if o.MaxInflightEntries <= 0 {
 		o.MaxInflightEntries = DefaultMaxInflightEntries
@@ -304,6 +319,10 @@ type Shard struct {
 	merging       chan struct{} // one merge at a time (a semaphore)
 	autoMerging   atomic.Bool
 
+	// groupPeak is the recent peak of appends per entry (the commit loop's alone): from
+	// 2 up, a group commit lingers until it holds as many (Options.GroupCommitLinger).
+	groupPeak float64
+
 	sealKick   chan struct{}
 	stopCommit chan struct{}
 	stopSeal   chan struct{}
@@ -378,6 +397,7 @@ func Open(ctx context.Context, opts Options) (*Shard, error) {
 		merging:    make(chan struct{}, 1),
 		sealKick:   make(chan struct{}, 1),
 		stopCommit: make(chan struct{}),
+		groupPeak:  1, // one writer until entries show more
 		stopSeal:   make(chan struct{}),
 		commitDone: make(chan struct{}),
 		sealDone:   make(chan struct{}),
@@ -824,19 +844,56 @@ func (s *Shard) stopErr() error {
 	return nil
 }
 
-// gather takes req and whatever else is queued, up to GroupCommitMaxBytes.
+// gather takes req and whatever else is queued, up to GroupCommitMaxBytes, and while
+// several writers append, lingers for more (Options.GroupCommitLinger).
 func (s *Shard) gather(req *appendReq) []*appendReq {
 	group := []*appendReq{req}
 	size := req.bytes
+	linger := s.opts.GroupCommitLinger
+	target := int(s.groupPeak) // about as many appends as recent entries held at most
+	lingering := linger > 0 && target >= 2
+	var t *time.Timer
+	var end time.Time
 	for size < s.opts.GroupCommitMaxBytes {
 		select {
 		case r := <-s.queue:
 			group = append(group, r)
 			size += r.bytes
+			continue
 		default:
-			return group
+		}
+		if !lingering || len(group) >= target {
+			break
+		}
+		now := time.Now()
+		if end.IsZero() {
+			end = now.Add(linger)
+			s.met.groupLingers.Inc()
+		}
+		wait := end.Sub(now)
+		if wait <= 0 {
+			break
+		}
+		if t == nil {
+			t = time.NewTimer(wait)
+			defer t.Stop()
+		} else {
+			t.Reset(wait)
+		}
+		select {
+		case r := <-s.queue:
+			group = append(group, r)
+			size += r.bytes
+		case <-t.C:
+			lingering = false
+		case <-s.stopCommit:
+			lingering = false
 		}
 	}
+	// A peak that decays by 5% an entry: the writers of a steady load fill each group
+	// up to it (a wait ends as soon as they are all in), and a writer left alone stops
+	// lingering after a few dozen entries.
+	s.groupPeak = max(float64(len(group)), 0.95*s.groupPeak)
 	return group
 }
 

@@ -86,6 +86,10 @@ type Config struct {
 	// their cap (4 x SealBytes) waits for sealing before it gets 503 (0: the wal
 	// default, wal.DefaultAdmissionWait). Appends are refused at once while seals fail.
 	AdmissionWait time.Duration
+	// GroupCommitLinger is how long a group commit waits for more appends while
+	// several writers append to a store (0: wal.DefaultGroupCommitLinger; negative:
+	// never; see wal.Options.GroupCommitLinger).
+	GroupCommitLinger time.Duration
 
 	// MergeAfterGenerations merges a resident store's own shard in the background once
 	// it has this many sealed generations (0: wal.DefaultMergeAfterGenerations;
@@ -315,6 +319,7 @@ func (c Config) Summary() []any {
 		"wal_seal_bytes", c.SealBytes,
 		"wal_seal_interval", c.SealInterval.String(),
 		"wal_group_commit_max_bytes", c.GroupCommitMaxBytes,
+		"wal_group_commit_linger", c.GroupCommitLinger.String(),
 		"wal_max_inflight_entries", c.MaxInflightEntries,
 		"wal_pending_max_generations", c.MaxPendingGenerations,
 		"wal_retire_grace", c.RetireGrace.String(),

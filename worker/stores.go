@@ -372,6 +372,7 @@ func (ss *stores) openShard(ctx context.Context, h *handle) (*wal.Shard, error) 
 		MaxPendingGenerations: s.cfg.MaxPendingGenerations,
 		RetireGrace:           s.cfg.RetireGrace,
 		AdmissionWait:         s.cfg.AdmissionWait,
+		GroupCommitLinger:     s.cfg.GroupCommitLinger,
 		KeyCache:              s.keyCache,
 		// Merges are started by the worker's merge loop, which bounds them across
 		// stores (MergeConcurrency); the shard's own trigger stays off.

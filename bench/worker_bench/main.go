@@ -86,6 +86,8 @@ type options struct {
 	genRows  int
 	// inflight overrides the WAL's entry puts in flight (0: the worker default).
 	inflight int
+	// linger overrides the WAL group commit linger (0: the worker default).
+	linger time.Duration
 	// storeConcurrency overrides the data store's requests in flight (0: 64, <0: unlimited).
 	storeConcurrency int
 	// execTrace, when set, is where merge-during writes an execution trace of the merge.
@@ -115,6 +117,7 @@ func main() {
 	flag.IntVar(&o.gens, "gens", 1000, "sealed generations to merge")
 	flag.IntVar(&o.genRows, "gen-rows", 10, "rows per generation")
 	flag.IntVar(&o.inflight, "wal-inflight-entries", 0, "WAL entry puts in flight per shard (0: the worker default, 1 on file://)")
+	flag.DurationVar(&o.linger, "wal-group-commit-linger", 0, "how long a group commit waits for more appends (0: the worker default; negative: never)")
 	flag.IntVar(&o.storeConcurrency, "store-concurrency", 0, "object-store requests in flight (0: the provider default of 64; negative: unlimited)")
 	flag.StringVar(&o.execTrace, "exec-trace", "", "merge-during: write a runtime/trace of the merge window to this file")
 	flag.DurationVar(&o.traceSlow, "trace-slow", 0, "merge-during: print (stderr) each ack slower than this that overlapped the merge")
@@ -220,6 +223,7 @@ func start(ctx context.Context, o options, dir string, mut func(*worker.Config))
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	cfg.MaxInflightEntries = o.inflight
+	cfg.GroupCommitLinger = o.linger
 	cfg.StoreConfig.MaxConcurrency = o.storeConcurrency
 	if mut != nil {
 		mut(&cfg)

@@ -135,3 +135,27 @@ func TestWorkerFlagsContextVectorCache(t *testing.T) {
 		t.Fatalf("vector index cache: 0 is off (-1 in worker.Config): %d", c.ContextIndexCacheBytes)
 	}
 }
+
+// The group commit linger: its default, the environment, 0 = off.
+func TestWorkerFlagsGroupCommitLinger(t *testing.T) {
+	wf, err := newTestWorkerFlags(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.GroupCommitLinger != wal.DefaultGroupCommitLinger {
+		t.Fatalf("default: %v", c.GroupCommitLinger)
+	}
+	t.Setenv("LANCECTX_WAL_GROUP_COMMIT_LINGER", "3ms")
+	if wf, err = newTestWorkerFlags(t); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.GroupCommitLinger != 3*time.Millisecond {
+		t.Fatalf("from env: %v", c.GroupCommitLinger)
+	}
+	if wf, err = newTestWorkerFlags(t, "--wal-group-commit-linger", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if c := wf.config(&storeFlags{}); c.GroupCommitLinger >= 0 {
+		t.Fatalf("0 is off (negative in worker.Config): %v", c.GroupCommitLinger)
+	}
+}
