@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/lancectx/lancectx/lance"
 	"strings"
 )
 
@@ -22,6 +23,8 @@ const (
 	vectorRecall       = 0.95 // recall@10 of the index against exact
 	vectorIndexSpeedup = 10.0 // indexed q/s against our exact q/s
 	vectorPQRatio      = 1.0  // indexed q/s against LanceDB's index at equal recall
+	// vectorNProbes is what a context search probes per index segment.
+	vectorNProbes = lance.DefaultNProbes
 )
 
 func isVector(r Result) bool { return strings.HasPrefix(r.Bench, "vector-") }
@@ -98,7 +101,7 @@ func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 // vectorReport renders the section of issue 13: vector search of context stores.
 func vectorReport(e *emitter, meta Meta, results []Result) {
 	p := e.p
-	var details []string
+	var details, misses []string
 	p("Vector search of context stores over real HTTP (`POST /api/v1/contexts/{name}/search`, top 10, l2, 768 dimensions) on a worker, ")
 	p("against LanceDB 0.31 on the same tables: exact search without index, then lancectx's IVF_FLAT index (written in Lance's format) ")
 	p("against LanceDB's own IVF_PQ index at equal recall. Clustered synthetic data (see below). Medians over repetitions.\n\n")
@@ -131,6 +134,21 @@ func vectorReport(e *emitter, meta Meta, results []Result) {
 		e.row(tableRow{id: "13.3", title: fmt.Sprintf("3. same: indexed queries/s against lancectx's exact queries/s on the same %s rows", n),
 			lancectx: fmt.Sprintf("%.1f q/s indexed, %.2f q/s exact", iq, eq), lancedb: "—", ratio: fmt.Sprintf("%.1f", iq/eq), cpuRatio: "—",
 			target: fmt.Sprintf(">= %.0f", vectorIndexSpeedup), met: yesNo(iq/eq >= vectorIndexSpeedup)})
+		if iq/eq < vectorIndexSpeedup && len(builds) > 0 && builds[0].Partitions > 0 {
+			// A query through the index ranks about nprobes/partitions of the rows; the
+			// rest of its time is per-query work both paths share. Solving
+			// t_index = shared + f × (t_exact − shared) for shared tells how much.
+			f := float64(vectorNProbes) / float64(builds[0].Partitions)
+			ti, te := 1000/iq, 1000/eq
+			shared := (ti - f*te) / (1 - f)
+			misses = append(misses, fmt.Sprintf("13.3 indexed against exact: %.1fx, short of %.0fx. The index probes %d of %d partitions "+
+				"(%.1f%% of the rows; recall %.3f), so its ranking is about %.0fx less work than the exact path's, but a query also does what both paths do "+
+				"whatever the rows: HTTP, fetching the 10 records and their JSON with 768-float embeddings. From %.1f ms per indexed query and %.1f ms per exact one, "+
+				"that shared part is about %.1f ms, which caps the ratio at this size. At the issue's 1,000,000 rows (about 1,000 partitions, 2%% probed) "+
+				"the exact path does 5x the ranking and the index about 2x; that size is not measured here: LanceDB's IVF_PQ build, which row 4 "+
+				"needs, took over 35 minutes on this machine, and lancectx's IVF_FLAT build holds every vector twice (about 15 GiB).",
+				iq/eq, vectorIndexSpeedup, vectorNProbes, builds[0].Partitions, 100*f, rec, 1/f, ti, te, shared))
+		}
 		details = append(details, fmt.Sprintf("- indexed q/s: %s", fmtVals(iqv)), fmt.Sprintf("- indexed recall@10: %s", fmtVals(recv)),
 			fmt.Sprintf("- exact q/s on the indexed store (one run, which also gave the ground truth): %.3f (first search, loading the decoded vectors: %.1f s)",
 				eq, exactANN[0].Warmup))
@@ -160,6 +178,12 @@ func vectorReport(e *emitter, meta Meta, results []Result) {
 		}
 		e.row(row)
 		details = append(details, fmt.Sprintf("- index build: %.1f s, RSS before %s, peak %s", b.Seconds, mib(b.RSSBefore), mib(b.PeakRSS)))
+	}
+	if len(misses) > 0 {
+		p("\n### Targets missed: by how much, and why\n\n")
+		for _, m := range misses {
+			p("- %s\n", m)
+		}
 	}
 	e.runFooter(meta, "LanceDB "+meta.LanceDB+" (node)", []string{fmt.Sprintf("repetitions: %d", meta.Reps)}, meta.VectorNotes, details)
 }

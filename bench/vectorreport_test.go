@@ -47,6 +47,17 @@ func TestVectorReportRendersEveryTarget(t *testing.T) {
 	if !strings.Contains(text, "25.0 q/s at recall 0.980") {
 		t.Errorf("row 4 does not compare with nprobes 20, refine 50:\n%s", text)
 	}
+	if strings.Contains(text, "Targets missed") {
+		t.Errorf("a 20x index lists a missed target:\n%s", text)
+	}
+	// 8x: missed, with the shared per-query cost solved from the two rates (1000
+	// partitions probed 20 at a time: f = 0.02; 1/12 s indexed, 1/1.5 s exact).
+	results[4] = with(raw(`{"store":"ann","rows":1000000,"queries_per_s":12,"recall_at_10":0.97}`), benchVectorIndexed, SideGo)
+	got, text = render(results)
+	if got["13.3"] != "no 8.0" || !strings.Contains(text, "- 13.3 indexed against exact: 8.0x, short of 10x. The index probes 20 of 1000 partitions (2.0% of the rows; recall 0.970)") ||
+		!strings.Contains(text, "From 83.3 ms per indexed query and 666.7 ms per exact one, that shared part is about 71.4 ms") {
+		t.Errorf("row 3 at 8x: %q\n%s", got["13.3"], text)
+	}
 	// Above every LanceDB setting's recall: the most accurate, said to fall short.
 	results[4] = with(raw(`{"store":"ann","rows":1000000,"queries_per_s":30,"recall_at_10":0.995}`), benchVectorIndexed, SideGo)
 	got, text = render(results)
