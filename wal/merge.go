@@ -254,7 +254,6 @@ func (e *mergeEnv) pass(ctx context.Context, opts MergeOptions, res *MergeResult
 			return err
 		}
 		parts, partOf := splitDisjoint(cands)
-		want := func(k string) bool { _, ok := partOf[k]; return ok }
 		located, err := e.locateKeys(ctx, base, keyOf, partOf)
 		if err != nil {
 			return err
@@ -262,7 +261,7 @@ func (e *mergeEnv) pass(ctx context.Context, opts MergeOptions, res *MergeResult
 		e.met.mergeDuration.WithLabelValues("keys").Observe(time.Since(t).Seconds())
 		var fixups map[uint64]*roaring.Bitmap
 		for pi, part := range parts {
-			next, dups, err := e.commitPart(ctx, base, w, part, located, partOf, want, keyOf)
+			next, dups, err := e.commitPart(ctx, base, w, part, located, partOf, keyOf)
 			if errors.Is(err, lance.ErrPrecondition) {
 				e.met.mergeRetries.Inc()
 				e.log.Info("wal: merge watermark moved under us; starting over", "err", err)
@@ -486,7 +485,7 @@ func scanKeys(ctx context.Context, base *lance.Dataset, keyColumn string, keyOf 
 // older rows of their keys and the new watermark. Concurrent commits that add rows or
 // touch the same fragments make it recompute the deletions (bounded).
 func (e *mergeEnv) commitPart(ctx context.Context, base *lance.Dataset, w uint64, part []*candidate, located map[string][]uint64,
-	partOf map[string]int, want func(string) bool, keyOf func(arrow.Array, int) string) (*lance.Dataset, int64, error) {
+	partOf map[string]int, keyOf func(arrow.Array, int) string) (*lance.Dataset, int64, error) {
 	t := time.Now()
 	files, err := e.place(ctx, part)
 	if err != nil {
