@@ -28,8 +28,23 @@ func anonSupported() bool {
 // and later remove from, a directory that other puts and deletes are changing (under
 // append load the temp file's create was the largest single cost of a WAL entry). A
 // filesystem or kernel without O_TMPFILE answers errNoAnon.
-func openAnon(dir string) (*os.File, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+func openAnon(dir string) (*os.File, error) { return openAnonWith(dir, unix.Open) }
+
+// openAnonWith is openAnon with its open(2) (tests race it with a removal).
+func openAnonWith(dir string, open func(path string, mode int, perm uint32) (int, error)) (*os.File, error) {
+	const flags = unix.O_TMPFILE | unix.O_WRONLY | unix.O_CLOEXEC
+	fd, err := open(dir, flags, 0o644)
+	if errors.Is(err, unix.EPERM) {
+		// ext4 refuses a new inode in a directory that was removed after the path was
+		// looked up (a concurrent Delete pruned it) with EPERM, not ENOENT. Gone now:
+		// ENOENT, which the caller answers by making the directory again. Made again
+		// since (another writer): open it again. A directory that refuses for good
+		// (chattr +i) refuses twice.
+		if _, serr := os.Lstat(dir); isNotExist(serr) {
+			return nil, &fs.PathError{Op: "open", Path: dir, Err: unix.ENOENT}
+		}
+		fd, err = open(dir, flags, 0o644)
+	}
 	if err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
 			return nil, errNoAnon
