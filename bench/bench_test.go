@@ -789,7 +789,7 @@ func TestIngestCostReport(t *testing.T) {
 		"- 5.1 JSON rows/s: 40.0k rows/s, 20% short of 50,000.",
 		"- 16.1 JSON CPU per 1,000 rows: 28.0 ms, 12% over 25 ms.",
 		"- 16.2 JSON bytes allocated per row: 6.0k B, 6.0x the row (1000 B) against 2x.",
-		"- 16.4 JSON against LanceDB: 25.0x, short of 40x",
+		"- 16.4 JSON against LanceDB: 25.0x, short of 40x (LanceDB would need to be at 1.0k rows/s, or lancectx at 64.0k). LanceDB's table.add reached 1.6k rows/s here",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
