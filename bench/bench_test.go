@@ -447,18 +447,7 @@ func TestIdleWorkerReport(t *testing.T) {
 	if err := os.WriteFile(meta, []byte(`{"command":"bench/run.sh --only worker","date":"2026-12-02T00:00:00Z","worker_notes":["an idle note"]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	report := func(lines ...string) string {
-		t.Helper()
-		in := filepath.Join(dir, "results.jsonl")
-		if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if err := Main(context.Background(), []string{"report", "--in", in, "--meta", meta}, &buf); err != nil {
-			t.Fatal(err)
-		}
-		return buf.String()
-	}
+	report := func(lines ...string) string { t.Helper(); return reportOf(t, meta, lines...) }
 	const title = "| 5.9 | 4. idle worker holding 2,000 resident stores (each created and written once): storage requests/s over 10 s, after 10 s idle (issue 10) | "
 	md := report(idle(1, 0, 2000, 2.1))
 	for _, want := range []string{
@@ -767,20 +756,10 @@ func TestIngestCostReport(t *testing.T) {
 			`"server_cpu_ms_per_1k_rows":%g,"alloc_bytes_per_row":%g,"gc_cpu_share":0.04,"acked_rows":100000,"acked_rows_per_s":%g,`+
 			`"ack_latency":{"p50_ms":3,"p99_ms":12}}`, bench, side, cpu, alloc, rows)
 	}
-	in := filepath.Join(dir, "results.jsonl")
-	lines := []string{
+	md := reportOf(t, meta,
 		ingest(benchWorkerIngest, SideGo, 40000, 28, 6000),
 		ingest(benchWorkerIngest, SideLanceDB, 1600, 0, 0),
-		ingest(benchWorkerArrow, SideGo, 300000, 4, 1900),
-	}
-	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := Main(context.Background(), []string{"report", "--in", in, "--meta", meta}, &buf); err != nil {
-		t.Fatal(err)
-	}
-	md := buf.String()
+		ingest(benchWorkerArrow, SideGo, 300000, 4, 1900))
 	for _, want := range []string{
 		"| 16.1 | 16. JSON route (16 clients, 10-row batches): worker CPU per 1,000 acked rows (load in another process) | 28.0 ms | — | — | — | <= 25 ms | no |",
 		"| 16.4 | 16. JSON route: acked rows/s against LanceDB `table.add` under the same load (row 1) | 40.0k rows/s | 1.6k rows/s (table.add) | 25.00 | — | >= 40 | no |",
@@ -803,4 +782,19 @@ func TestIngestCostReport(t *testing.T) {
 	if t.Failed() {
 		t.Log(md)
 	}
+}
+
+// reportOf renders `lancebench report` of the result lines (JSON, one per result) with
+// the run metadata in the file meta; the results file goes beside it.
+func reportOf(t *testing.T, meta string, lines ...string) string {
+	t.Helper()
+	in := filepath.Join(filepath.Dir(meta), "results.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Main(context.Background(), []string{"report", "--in", in, "--meta", meta}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
 }

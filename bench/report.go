@@ -349,6 +349,18 @@ func lancedbVersions(meta Meta) string {
 
 // runFooter ends a section: the run (command, date, machine, versions, extra lines,
 // load), how it is measured (notes) and every raw measurement (details).
+// missed lists a section's missed targets, each with its shortfall and why, under the
+// section's table (nothing when every target was met).
+func (e *emitter) missed(misses []string) {
+	if len(misses) == 0 {
+		return
+	}
+	e.p("\n### Targets missed: by how much, and why\n\n")
+	for _, m := range misses {
+		e.p("- %s\n", m)
+	}
+}
+
 func (e *emitter) runFooter(meta Meta, versions string, extra, notes, details []string) {
 	p := e.p
 	p("\n### Run\n\n")

@@ -179,11 +179,6 @@ func vectorReport(e *emitter, meta Meta, results []Result) {
 		e.row(row)
 		details = append(details, fmt.Sprintf("- index build: %.1f s, RSS before %s, peak %s", b.Seconds, mib(b.RSSBefore), mib(b.PeakRSS)))
 	}
-	if len(misses) > 0 {
-		p("\n### Targets missed: by how much, and why\n\n")
-		for _, m := range misses {
-			p("- %s\n", m)
-		}
-	}
+	e.missed(misses)
 	e.runFooter(meta, "LanceDB "+meta.LanceDB+" (node)", []string{fmt.Sprintf("repetitions: %d", meta.Reps)}, meta.VectorNotes, details)
 }

@@ -83,79 +83,43 @@ func TestWorkerFlagsValidated(t *testing.T) {
 	}
 }
 
-// The context vector cache: its default, the environment (a size with a unit), 0 = off.
-func TestWorkerFlagsContextVectorCache(t *testing.T) {
-	wf, err := newTestWorkerFlags(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextVectorCacheBytes != worker.DefaultContextVectorCacheBytes {
-		t.Fatalf("default: %d", c.ContextVectorCacheBytes)
-	}
-	t.Setenv("LANCECTX_CONTEXT_VECTOR_CACHE_BYTES", "4GiB")
-	if wf, err = newTestWorkerFlags(t); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextVectorCacheBytes != 4<<30 {
-		t.Fatalf("from env: %d", c.ContextVectorCacheBytes)
-	}
-	if wf, err = newTestWorkerFlags(t, "--context-vector-cache-bytes", "0"); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextVectorCacheBytes != -1 {
-		t.Fatalf("0 is off (-1 in worker.Config): %d", c.ContextVectorCacheBytes)
-	}
-	t.Setenv("LANCECTX_CONTEXT_TEXT_INDEX_CACHE_BYTES", "256MiB")
-	if wf, err = newTestWorkerFlags(t); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextTextIndexCacheBytes != 256<<20 {
-		t.Fatalf("text index cache from env: %d", c.ContextTextIndexCacheBytes)
-	}
-	if wf, err = newTestWorkerFlags(t, "--context-text-index-cache-bytes", "0"); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextTextIndexCacheBytes != -1 {
-		t.Fatalf("text index cache: 0 is off (-1 in worker.Config): %d", c.ContextTextIndexCacheBytes)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextIndexCacheBytes != worker.DefaultContextIndexCacheBytes {
-		t.Fatalf("vector index cache default: %d", c.ContextIndexCacheBytes)
-	}
-	t.Setenv("LANCECTX_CONTEXT_INDEX_CACHE_BYTES", "3GiB")
-	if wf, err = newTestWorkerFlags(t); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextIndexCacheBytes != 3<<30 {
-		t.Fatalf("vector index cache from env: %d", c.ContextIndexCacheBytes)
-	}
-	if wf, err = newTestWorkerFlags(t, "--context-index-cache-bytes", "0"); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.ContextIndexCacheBytes != -1 {
-		t.Fatalf("vector index cache: 0 is off (-1 in worker.Config): %d", c.ContextIndexCacheBytes)
-	}
-}
-
-// The group commit linger: its default, the environment, 0 = off.
-func TestWorkerFlagsGroupCommitLinger(t *testing.T) {
-	wf, err := newTestWorkerFlags(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.GroupCommitLinger != wal.DefaultGroupCommitLinger {
-		t.Fatalf("default: %v", c.GroupCommitLinger)
-	}
-	t.Setenv("LANCECTX_WAL_GROUP_COMMIT_LINGER", "3ms")
-	if wf, err = newTestWorkerFlags(t); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.GroupCommitLinger != 3*time.Millisecond {
-		t.Fatalf("from env: %v", c.GroupCommitLinger)
-	}
-	if wf, err = newTestWorkerFlags(t, "--wal-group-commit-linger", "0"); err != nil {
-		t.Fatal(err)
-	}
-	if c := wf.config(&storeFlags{}); c.GroupCommitLinger >= 0 {
-		t.Fatalf("0 is off (negative in worker.Config): %v", c.GroupCommitLinger)
+// The worker's memory bounds and the group commit linger: each one's default, its
+// environment variable (a size with a unit, a duration), and 0 = off (-1 in
+// worker.Config).
+func TestWorkerFlagsCachesAndLinger(t *testing.T) {
+	for _, c := range []struct {
+		flag, env, envValue string
+		get                 func(worker.Config) int64
+		def, fromEnv        int64
+	}{
+		{"--context-vector-cache-bytes", "LANCECTX_CONTEXT_VECTOR_CACHE_BYTES", "4GiB",
+			func(c worker.Config) int64 { return c.ContextVectorCacheBytes }, worker.DefaultContextVectorCacheBytes, 4 << 30},
+		{"--context-text-index-cache-bytes", "LANCECTX_CONTEXT_TEXT_INDEX_CACHE_BYTES", "256MiB",
+			func(c worker.Config) int64 { return c.ContextTextIndexCacheBytes }, worker.DefaultContextTextIndexCacheBytes, 256 << 20},
+		{"--context-index-cache-bytes", "LANCECTX_CONTEXT_INDEX_CACHE_BYTES", "3GiB",
+			func(c worker.Config) int64 { return c.ContextIndexCacheBytes }, worker.DefaultContextIndexCacheBytes, 3 << 30},
+		{"--wal-group-commit-linger", "LANCECTX_WAL_GROUP_COMMIT_LINGER", "3ms",
+			func(c worker.Config) int64 { return int64(c.GroupCommitLinger) }, int64(wal.DefaultGroupCommitLinger), int64(3 * time.Millisecond)},
+	} {
+		t.Run(c.flag, func(t *testing.T) {
+			config := func(args ...string) int64 {
+				t.Helper()
+				wf, err := newTestWorkerFlags(t, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c.get(wf.config(&storeFlags{}))
+			}
+			if got := config(); got != c.def {
+				t.Fatalf("default: %d, want %d", got, c.def)
+			}
+			if got := config(c.flag, "0"); got != -1 {
+				t.Fatalf("0 is off (-1 in worker.Config): %d", got)
+			}
+			t.Setenv(c.env, c.envValue)
+			if got := config(); got != c.fromEnv {
+				t.Fatalf("from env %s=%s: %d, want %d", c.env, c.envValue, got, c.fromEnv)
+			}
+		})
 	}
 }
