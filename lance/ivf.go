@@ -72,8 +72,8 @@ type VectorIndexInfo struct {
 // BuildVectorIndex trains an IVF_FLAT (or, with opts.Type, IVF_PQ) index over column (a fixed_size_list<float32>
 // column) of every fragment of d and commits it, replacing the column's vector indices
 // of the same name (a CreateIndex transaction, as LanceDB's create_index with replace).
-// Null vectors are not indexed. The whole column is held in memory while building:
-// rows × dim × 4 bytes, twice.
+// Null vectors are not indexed. The whole column is held in memory while building, once:
+// rows × dim × 4 bytes (grouped by partition in place), beside the training sample.
 func BuildVectorIndex(ctx context.Context, d *Dataset, column string, opts VectorIndexOptions) (*Dataset, error) {
 	f, dim, err := vectorField(d, column)
 	if err != nil {
@@ -214,8 +214,20 @@ func readVectors(ctx context.Context, d *Dataset, column string, dim int, frags 
 	if len(frags) == 0 {
 		return nil, nil, nil
 	}
-	var ids []uint64
-	var vecs []float32
+	// Sized up front from the fragments' row counts: growing by appending held the old
+	// and the new backing array at once, up to three times the column at the peak.
+	var rows uint64
+	want := make(map[uint64]bool, len(frags))
+	for _, id := range frags {
+		want[id] = true
+	}
+	for _, fr := range d.Fragments() {
+		if want[fr.GetId()] {
+			rows += fr.GetPhysicalRows()
+		}
+	}
+	ids := make([]uint64, 0, rows)
+	vecs := make([]float32, 0, rows*uint64(dim))
 	err := scanVectors(ctx, d, column, dim, frags, "", func(id uint64, v []float32) {
 		ids = append(ids, id)
 		n := len(vecs)

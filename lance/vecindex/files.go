@@ -57,6 +57,10 @@ func (b *Built) Partitions() int { return len(b.Lengths) }
 // Group assigns the n vectors of vecs (row-major, with their row ids) to the nearest of
 // the centroids cent and returns them grouped by partition. A cosine index's vectors must
 // already be normalized.
+//
+// Group reorders rowIDs and vecs in place and the returned Built keeps them: the
+// caller gives them up. Grouping into fresh slices held every vector twice, which at a
+// million 768-dimension rows is 3 GiB more at the build's peak.
 func Group(rowIDs []uint64, vecs []float32, dim int, cent []float32, loss float64, m Metric, parallelism int) (*Built, error) {
 	if dim <= 0 || len(vecs) != len(rowIDs)*dim || len(cent) == 0 || len(cent)%dim != 0 {
 		return nil, fmt.Errorf("%w: %d row ids, %d values, %d centroid values of dimension %d", ErrInvalid, len(rowIDs), len(vecs), len(cent), dim)
@@ -70,20 +74,49 @@ func Group(rowIDs []uint64, vecs []float32, dim int, cent []float32, loss float6
 	for _, p := range assign {
 		b.Lengths[p]++
 	}
-	start := make([]int, parts+1)
-	for p := range parts {
-		start[p+1] = start[p] + int(b.Lengths[p])
+	next := make([]int, parts)
+	for p := 1; p < parts; p++ {
+		next[p] = next[p-1] + int(b.Lengths[p-1])
 	}
-	b.RowIDs = make([]uint64, len(rowIDs))
-	b.Vectors = make([]float32, len(vecs))
-	next := append([]int(nil), start[:parts]...)
+	// Rows of a partition keep their order (the order of the scan): dest[i] is where row
+	// i goes, and the permutation is applied cycle by cycle, one vector carried at a time.
+	dest := make([]int, len(assign))
 	for i, p := range assign {
-		j := next[p]
+		dest[i] = next[p]
 		next[p]++
-		b.RowIDs[j] = rowIDs[i]
-		copy(b.Vectors[j*dim:(j+1)*dim], vecs[i*dim:(i+1)*dim])
 	}
+	permute(rowIDs, vecs, dim, dest)
+	b.RowIDs, b.Vectors = rowIDs, vecs
 	return b, nil
+}
+
+// permute moves row i of ids and vecs (dim values a row) to row dest[i], in place;
+// dest must be a permutation. It marks a placed row by setting its dest to -1.
+func permute(ids []uint64, vecs []float32, dim int, dest []int) {
+	carry, spare := make([]float32, dim), make([]float32, dim)
+	for start := range dest {
+		if dest[start] < 0 {
+			continue
+		}
+		// Carry row start along its cycle: put the carried row in its place, pick up the
+		// row that was there, until the cycle comes back to start.
+		copy(carry, vecs[start*dim:(start+1)*dim])
+		id := ids[start]
+		for cur := start; ; {
+			to := dest[cur]
+			dest[cur] = -1
+			if to == start {
+				copy(vecs[to*dim:(to+1)*dim], carry)
+				ids[to] = id
+				break
+			}
+			copy(spare, vecs[to*dim:(to+1)*dim])
+			copy(vecs[to*dim:(to+1)*dim], carry)
+			carry, spare = spare, carry
+			id, ids[to] = ids[to], id
+			cur = to
+		}
+	}
 }
 
 func (b *Built) offsets() []uint64 {
@@ -132,15 +165,14 @@ func (b *Built) WriteAuxiliaryFile(w io.Writer) (int64, error) {
 	storage, _ := json.Marshal([]string{fmt.Sprintf(`{"dim":%d}`, b.Dim)})
 	msg := &ivfMessage{offsets: b.offsets(), lengths: b.Lengths}
 	rows := func(fw *file.Writer) error {
-		mem := memory.DefaultAllocator
 		for lo := 0; lo < len(b.RowIDs); lo += writeBatchRows {
 			hi := min(lo+writeBatchRows, len(b.RowIDs))
-			ids := array.NewUint64Builder(mem)
-			ids.AppendValues(b.RowIDs[lo:hi], nil)
-			idArr := ids.NewArray()
-			vals := array.NewFloat32Builder(mem)
-			vals.AppendValues(b.Vectors[lo*b.Dim:hi*b.Dim], nil)
-			valArr := vals.NewArray()
+			// The batches are views of b's slices (the writer only reads them): copying
+			// them into builders made the whole column again in garbage.
+			idArr := array.NewUint64Data(array.NewData(arrow.PrimitiveTypes.Uint64, hi-lo,
+				[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Uint64Traits.CastToBytes(b.RowIDs[lo:hi]))}, nil, 0, 0))
+			valArr := array.NewFloat32Data(array.NewData(arrow.PrimitiveTypes.Float32, (hi-lo)*b.Dim,
+				[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Float32Traits.CastToBytes(b.Vectors[lo*b.Dim : hi*b.Dim]))}, nil, 0, 0))
 			fsl := array.NewFixedSizeListData(array.NewData(arrow.FixedSizeListOf(int32(b.Dim), arrow.PrimitiveTypes.Float32),
 				hi-lo, []*memory.Buffer{nil}, []arrow.ArrayData{valArr.Data()}, 0, 0))
 			rec := array.NewRecordBatch(auxArrowSchema(b.Dim), []arrow.Array{idArr, fsl}, int64(hi-lo))
@@ -149,8 +181,6 @@ func (b *Built) WriteAuxiliaryFile(w io.Writer) (int64, error) {
 			idArr.Release()
 			valArr.Release()
 			fsl.Release()
-			ids.Release()
-			vals.Release()
 			if err != nil {
 				return err
 			}

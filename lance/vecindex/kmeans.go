@@ -51,20 +51,27 @@ func Train(ctx context.Context, vecs []float32, dim, k int, m Metric, o KMeansOp
 	o = o.withDefaults()
 	k = min(k, n)
 	r := rand.New(rand.NewPCG(o.Seed, 0x1f1f))
-	// Sample.
-	sample := vecs
-	if ns := k * o.SampleRate; ns < n {
-		idx := r.Perm(n)[:ns]
-		sample = make([]float32, ns*dim)
-		for i, j := range idx {
-			copy(sample[i*dim:(i+1)*dim], vecs[j*dim:(j+1)*dim])
+	// The sample is a list of rows, not a copy of them: at a million 768-dimension rows
+	// a copy of 256 × 1,000 of them was 786 MB beside the vectors.
+	var rows []int32
+	ns := n
+	if s := k * o.SampleRate; s < n {
+		ns = s
+		rows = make([]int32, ns)
+		for i, j := range r.Perm(n)[:ns] {
+			rows[i] = int32(j)
 		}
 	}
-	ns := len(sample) / dim
+	row := func(i int) []float32 {
+		if rows != nil {
+			i = int(rows[i])
+		}
+		return vecs[i*dim : (i+1)*dim]
+	}
 	// Random distinct initial centroids.
 	cent := make([]float32, k*dim)
 	for i, j := range r.Perm(ns)[:k] {
-		copy(cent[i*dim:(i+1)*dim], sample[j*dim:(j+1)*dim])
+		copy(cent[i*dim:(i+1)*dim], row(j))
 	}
 	am := m
 	if am == Cosine {
@@ -78,16 +85,15 @@ func Train(ctx context.Context, vecs []float32, dim, k int, m Metric, o KMeansOp
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		loss = assignAll(sample, dim, cent, am, assign, dist, o.Parallelism)
+		loss = assignAll(vecs, dim, rows, cent, am, assign, dist, o.Parallelism)
 		// Recompute centroids.
 		sums := make([]float64, k*dim)
 		counts := make([]int, k)
 		for i := range ns {
 			c := int(assign[i])
 			counts[c]++
-			row := sample[i*dim : (i+1)*dim]
 			s := sums[c*dim : (c+1)*dim]
-			for j, x := range row {
+			for j, x := range row(i) {
 				s[j] += float64(x)
 			}
 		}
@@ -100,7 +106,7 @@ func Train(ctx context.Context, vecs []float32, dim, k int, m Metric, o KMeansOp
 						far = i
 					}
 				}
-				copy(cent[c*dim:(c+1)*dim], sample[far*dim:(far+1)*dim])
+				copy(cent[c*dim:(c+1)*dim], row(far))
 				dist[far] = 0
 				continue
 			}
@@ -127,14 +133,19 @@ func Assign(vecs []float32, dim int, cent []float32, m Metric, parallelism int) 
 	}
 	n := len(vecs) / dim
 	out := make([]int32, n)
-	assignAll(vecs, dim, cent, m, out, make([]float32, n), max(parallelism, 1))
+	assignAll(vecs, dim, nil, cent, m, out, make([]float32, n), max(parallelism, 1))
 	return out
 }
 
-// assignAll sets assign[i] and dist[i] to the nearest centroid of vector i and its
-// distance, and returns the sum of the distances.
-func assignAll(vecs []float32, dim int, cent []float32, m Metric, assign []int32, dist []float32, par int) float64 {
+// assignAll sets assign[i] and dist[i] to the nearest centroid of the i-th vector of
+// vecs that rows lists (nil: of vecs) and its distance, and returns the sum of the
+// distances. A centroid's distance stops being summed once it passes the nearest so
+// far (DistanceWithin): most centroids are far from a vector.
+func assignAll(vecs []float32, dim int, rows []int32, cent []float32, m Metric, assign []int32, dist []float32, par int) float64 {
 	n := len(vecs) / dim
+	if rows != nil {
+		n = len(rows)
+	}
 	k := len(cent) / dim
 	chunk := max((n+par-1)/par, 1)
 	sums := make([]float64, par)
@@ -149,10 +160,14 @@ func assignAll(vecs []float32, dim int, cent []float32, m Metric, assign []int32
 			defer wg.Done()
 			var s float64
 			for i := lo; i < hi; i++ {
-				v := vecs[i*dim : (i+1)*dim]
+				r := i
+				if rows != nil {
+					r = int(rows[i])
+				}
+				v := vecs[r*dim : (r+1)*dim]
 				best, bd := 0, float32(math.Inf(1))
 				for c := range k {
-					if d := m.Distance(v, cent[c*dim:(c+1)*dim]); d < bd {
+					if d := m.DistanceWithin(v, cent[c*dim:(c+1)*dim], bd); d < bd {
 						best, bd = c, d
 					}
 				}

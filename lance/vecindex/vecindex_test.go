@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -42,7 +43,7 @@ func build(t testing.TB, vecs []float32, dim, parts int, m Metric) (*Index, []by
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Group(ids, vecs, dim, cent, loss, m, 2)
+	b, err := Group(ids, slices.Clone(vecs), dim, cent, loss, m, 2) // Group reorders what it is given
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,4 +219,50 @@ func FuzzUnmarshal(f *testing.F) {
 		_, _ = unmarshalIVF(b)
 		_, _ = UnmarshalDetails(b)
 	})
+}
+
+// TestGroupReordersInPlace checks the in-place grouping against the obvious one (every
+// row copied to its partition's next free place): the same rows, each with its own
+// vector, in partition order, scan order within a partition, and the given slices
+// reused rather than copied.
+func TestGroupReordersInPlace(t *testing.T) {
+	const dim, n, parts = 5, 3000, 37
+	vecs := randomVectors(7, n, dim, 0)
+	cent, loss, err := Train(context.Background(), vecs, dim, parts, L2, KMeansOptions{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = uint64(1000 + 7*i)
+	}
+	assign := Assign(vecs, dim, cent, L2, 1)
+	var wantIDs []uint64
+	var wantVecs []float32
+	for p := range int32(parts) {
+		for i, a := range assign {
+			if a == p {
+				wantIDs = append(wantIDs, ids[i])
+				wantVecs = append(wantVecs, vecs[i*dim:(i+1)*dim]...)
+			}
+		}
+	}
+	gotIDs, gotVecs := slices.Clone(ids), slices.Clone(vecs)
+	b, err := Group(gotIDs, gotVecs, dim, cent, loss, L2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(b.RowIDs, wantIDs) || !slices.Equal(b.Vectors, wantVecs) {
+		t.Fatal("grouped rows differ from partition order (scan order within a partition)")
+	}
+	if &b.RowIDs[0] != &gotIDs[0] || &b.Vectors[0] != &gotVecs[0] {
+		t.Fatal("Group copied the rows: it should reorder the slices it is given")
+	}
+	var sum uint32
+	for _, l := range b.Lengths {
+		sum += l
+	}
+	if sum != n {
+		t.Fatalf("partition lengths sum to %d, want %d", sum, n)
+	}
 }
