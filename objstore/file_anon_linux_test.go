@@ -58,6 +58,32 @@ func TestOpenAnonTellsARemovedDirectoryFromARefusal(t *testing.T) {
 		t.Fatalf("a directory removed and made again: %v", err)
 	}
 	f.Close()
+	// Removed and made again three times over, each open racing one more prune and
+	// re-make: every refusal came from a directory replaced since, so the opens go on
+	// (a bounded number of times).
+	dir3 := filepath.Join(t.TempDir(), "churn")
+	if err := os.Mkdir(dir3, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opens := 0
+	churn := func(path string, mode int, perm uint32) (int, error) {
+		opens++
+		if opens <= 3 {
+			if err := os.Remove(dir3); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(dir3, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return -1, unix.EPERM
+		}
+		return unix.Open(path, mode, perm)
+	}
+	f, err = openAnonWith(dir3, churn)
+	if err != nil {
+		t.Fatalf("a directory replaced during each of three opens: %v", err)
+	}
+	f.Close()
 	// A directory that refuses every time: EPERM, not mistaken for a missing one.
 	refuse := func(string, int, uint32) (int, error) { return -1, unix.EPERM }
 	if _, err := openAnonWith(t.TempDir(), refuse); !errors.Is(err, unix.EPERM) || isNotExist(err) {

@@ -30,19 +30,32 @@ func anonSupported() bool {
 // filesystem or kernel without O_TMPFILE answers errNoAnon.
 func openAnon(dir string) (*os.File, error) { return openAnonWith(dir, unix.Open) }
 
+// anonRetries bounds openAnon's opens again after EPERM from a directory that was
+// removed and made again meanwhile (each retry needs a directory replaced once more).
+const anonRetries = 8
+
 // openAnonWith is openAnon with its open(2) (tests race it with a removal).
 func openAnonWith(dir string, open func(path string, mode int, perm uint32) (int, error)) (*os.File, error) {
 	const flags = unix.O_TMPFILE | unix.O_WRONLY | unix.O_CLOEXEC
 	fd, err := open(dir, flags, 0o644)
-	if errors.Is(err, unix.EPERM) {
-		// ext4 refuses a new inode in a directory that was removed after the path was
-		// looked up (a concurrent Delete pruned it) with EPERM, not ENOENT. Gone now:
-		// ENOENT, which the caller answers by making the directory again. Made again
-		// since (another writer): open it again. A directory that refuses for good
-		// (chattr +i) refuses twice.
-		if _, serr := os.Lstat(dir); isNotExist(serr) {
+	// ext4 refuses a new inode in a directory that was removed after the path was looked
+	// up (a concurrent Delete pruned it) with EPERM, not ENOENT. Gone now: ENOENT, which
+	// the caller answers by making the directory again. Made again since (another
+	// writer): open it again, as long as each refusal came from a directory that has
+	// since been replaced (another inode, or the same number reused with a new ctime).
+	// A directory that refuses for good (chattr +i) refuses twice as itself.
+	var seen unix.Stat_t
+	for tries := 0; errors.Is(err, unix.EPERM) && tries < anonRetries; tries++ {
+		var st unix.Stat_t
+		if serr := unix.Lstat(dir, &st); errors.Is(serr, unix.ENOENT) {
 			return nil, &fs.PathError{Op: "open", Path: dir, Err: unix.ENOENT}
+		} else if serr != nil {
+			break
 		}
+		if tries > 0 && st.Ino == seen.Ino && st.Ctim == seen.Ctim {
+			break // the same directory refused again
+		}
+		seen = st
 		fd, err = open(dir, flags, 0o644)
 	}
 	if err != nil {
