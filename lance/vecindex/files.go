@@ -254,6 +254,7 @@ type Index struct {
 	centroids []float32
 	offsets   []uint64
 	lengths   []uint32
+	rows      int64 // sum of lengths
 	aux       *file.Reader
 	rowIDFld  int32
 	flatFld   int32
@@ -363,6 +364,7 @@ func Open(ctx context.Context, index file.Source, indexSize int64, aux file.Sour
 		if o > ar.NumRows() || l > ar.NumRows()-o {
 			return nil, corruptf("%s: partition %d rows [%d,+%d) outside its %d rows", AuxiliaryFile, p, o, l, ar.NumRows())
 		}
+		x.rows += int64(l)
 	}
 	x.offsets, x.lengths = aivf.offsets, aivf.lengths
 	return x, nil
@@ -464,33 +466,35 @@ func (x *Index) readPartition(ctx context.Context, p int) ([]uint64, []float32, 
 		return nil, nil, fmt.Errorf("%w: %s partition %d: %w", ErrCorrupt, AuxiliaryFile, p, err)
 	}
 	defer rec.Release()
+	ids, vecs, err := x.rowsOf(rec, int(n), fmt.Sprintf("partition %d", p))
+	if err != nil {
+		return nil, nil, err
+	}
+	return slices.Clone(ids), slices.Clone(vecs), nil
+}
+
+// rowsOf checks a read of n rows of the auxiliary file (what names them in errors) and
+// returns its row ids and vectors, views of rec's buffers.
+func (x *Index) rowsOf(rec arrow.RecordBatch, n int, what string) ([]uint64, []float32, error) {
 	ids, ok1 := rec.Column(0).(*array.Uint64)
 	vl, ok2 := rec.Column(1).(*array.FixedSizeList)
-	if !ok1 || !ok2 || ids.Len() != int(n) || vl.Len() != int(n) || ids.NullN() > 0 || vl.NullN() > 0 {
-		return nil, nil, corruptf("%s partition %d: unexpected columns", AuxiliaryFile, p)
+	if !ok1 || !ok2 || ids.Len() != n || vl.Len() != n || ids.NullN() > 0 || vl.NullN() > 0 {
+		return nil, nil, corruptf("%s %s: unexpected columns", AuxiliaryFile, what)
 	}
 	vals, ok := vl.ListValues().(*array.Float32)
 	if !ok {
-		return nil, nil, corruptf("%s partition %d: vectors are not float32", AuxiliaryFile, p)
+		return nil, nil, corruptf("%s %s: vectors are not float32", AuxiliaryFile, what)
 	}
 	start := vl.Offset() * x.dim
 	raw := vals.Float32Values()
-	if start+int(n)*x.dim > len(raw) {
-		return nil, nil, corruptf("%s partition %d: short vectors", AuxiliaryFile, p)
+	if start+n*x.dim > len(raw) {
+		return nil, nil, corruptf("%s %s: short vectors", AuxiliaryFile, what)
 	}
-	outIDs := append([]uint64(nil), ids.Uint64Values()...)
-	outVecs := append([]float32(nil), raw[start:start+int(n)*x.dim]...)
-	return outIDs, outVecs, nil
+	return ids.Uint64Values(), raw[start : start+n*x.dim], nil
 }
 
 // vectorBytes is what the decoded partitions of x take in memory (row ids and vectors).
-func (x *Index) vectorBytes() int64 {
-	var rows int64
-	for _, n := range x.lengths {
-		rows += int64(n)
-	}
-	return rows * int64(8+4*x.dim)
-}
+func (x *Index) vectorBytes() int64 { return x.rows * int64(8+4*x.dim) }
 
 // readPartitions reads partitions [lo, hi) in one read of the rows they span.
 func (x *Index) readPartitions(ctx context.Context, lo, hi int) ([]partition, error) {
@@ -510,22 +514,10 @@ func (x *Index) readPartitions(ctx context.Context, lo, hi int) ([]partition, er
 		return nil, fmt.Errorf("%w: %s partitions %d-%d: %w", ErrCorrupt, AuxiliaryFile, lo, hi-1, err)
 	}
 	defer rec.Release()
-	ids, ok1 := rec.Column(0).(*array.Uint64)
-	vl, ok2 := rec.Column(1).(*array.FixedSizeList)
-	n := int(end - first)
-	if !ok1 || !ok2 || ids.Len() != n || vl.Len() != n || ids.NullN() > 0 || vl.NullN() > 0 {
-		return nil, corruptf("%s partitions %d-%d: unexpected columns", AuxiliaryFile, lo, hi-1)
+	allIDs, allVecs, err := x.rowsOf(rec, int(end-first), fmt.Sprintf("partitions %d-%d", lo, hi-1))
+	if err != nil {
+		return nil, err
 	}
-	vals, ok := vl.ListValues().(*array.Float32)
-	if !ok {
-		return nil, corruptf("%s partitions %d-%d: vectors are not float32", AuxiliaryFile, lo, hi-1)
-	}
-	start := vl.Offset() * x.dim
-	raw := vals.Float32Values()
-	if start+n*x.dim > len(raw) {
-		return nil, corruptf("%s partitions %d-%d: short vectors", AuxiliaryFile, lo, hi-1)
-	}
-	allIDs, allVecs := ids.Uint64Values(), raw[start:start+n*x.dim]
 	for p := lo; p < hi; p++ {
 		if x.lengths[p] == 0 {
 			continue
