@@ -161,44 +161,28 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		Help: "Pending generations of a dataset at which its appends get 503 (ROLLOUT_WAL_PENDING_MAX_GENERATIONS)."},
 		func() float64 { return float64(s.cfg.MaxPendingGenerations) }))
 	if s.keyCache != nil {
-		kc := s.keyCache
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_key_cache_bytes",
-			Help: "Bytes held by the id-column indexes of point reads (bounded by LANCECTX_KEY_CACHE_BYTES)."},
-			func() float64 { return float64(kc.Stats().Bytes) }))
-		for _, c := range []struct {
-			name, help string
-			value      func(lance.KeyCacheStats) int64
-		}{
-			{"rollout_key_cache_hits_total", "Point reads that found a data file's id index cached.",
+		registerCacheMetrics(reg, s.keyCache.Stats, []cacheMetric[lance.KeyCacheStats]{
+			{"rollout_key_cache_bytes", "Bytes held by the id-column indexes of point reads (bounded by LANCECTX_KEY_CACHE_BYTES).", true,
+				func(s lance.KeyCacheStats) int64 { return s.Bytes }},
+			{"rollout_key_cache_hits_total", "Point reads that found a data file's id index cached.", false,
 				func(s lance.KeyCacheStats) int64 { return s.Hits }},
-			{"rollout_key_cache_misses_total", "Data-file id indexes built (the id column read once) for point reads.",
+			{"rollout_key_cache_misses_total", "Data-file id indexes built (the id column read once) for point reads.", false,
 				func(s lance.KeyCacheStats) int64 { return s.Misses }},
-			{"rollout_key_cache_evictions_total", "Data-file id indexes dropped to stay within the byte bound.",
+			{"rollout_key_cache_evictions_total", "Data-file id indexes dropped to stay within the byte bound.", false,
 				func(s lance.KeyCacheStats) int64 { return s.Evictions }},
-		} {
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
-				func() float64 { return float64(c.value(kc.Stats())) }))
-		}
+		})
 	}
 	if s.cxIndex != nil {
-		pc := s.cxIndex
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "context_index_cache_bytes",
-			Help: "Bytes of decoded vector-index partitions kept for context searches (bound: --context-index-cache-bytes)."},
-			func() float64 { return float64(pc.Stats().Bytes) }))
-		for _, c := range []struct {
-			name, help string
-			value      func(vecindex.PartitionCacheStats) int64
-		}{
-			{"context_index_cache_hits_total", "Vector-index partitions context searches found in memory.",
+		registerCacheMetrics(reg, s.cxIndex.Stats, []cacheMetric[vecindex.PartitionCacheStats]{
+			{"context_index_cache_bytes", "Bytes of decoded vector-index partitions kept for context searches (bound: --context-index-cache-bytes).", true,
+				func(s vecindex.PartitionCacheStats) int64 { return s.Bytes }},
+			{"context_index_cache_hits_total", "Vector-index partitions context searches found in memory.", false,
 				func(s vecindex.PartitionCacheStats) int64 { return s.Hits }},
-			{"context_index_cache_misses_total", "Vector-index partitions context searches read from the index files one by one.",
+			{"context_index_cache_misses_total", "Vector-index partitions context searches read from the index files one by one.", false,
 				func(s vecindex.PartitionCacheStats) int64 { return s.Misses }},
-			{"context_index_cache_whole_loads_total", "Vector indexes read whole by their first search (they fit --context-index-cache-bytes).",
+			{"context_index_cache_whole_loads_total", "Vector indexes read whole by their first search (they fit --context-index-cache-bytes).", false,
 				func(s vecindex.PartitionCacheStats) int64 { return s.WholeLoads }},
-		} {
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
-				func() float64 { return float64(c.value(pc.Stats())) }))
-		}
+		})
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollout_merge_slots_busy",
 		Help: "Merge slots in use (ROLLOUT_MERGE_CONCURRENCY is the total)."},
@@ -228,5 +212,25 @@ func (c loopIntervalCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, h := range t.Health(time.Now()) {
 		ch <- prometheus.MustNewConstMetric(loopIntervalDesc, prometheus.GaugeValue, h.Interval.Seconds(), h.Name)
+	}
+}
+
+// cacheMetric is one figure of a cache's statistics S, exported as a gauge (gauge) or
+// a counter.
+type cacheMetric[S any] struct {
+	name, help string
+	gauge      bool
+	value      func(S) int64
+}
+
+// registerCacheMetrics exports ms, each read from a fresh stats() at scrape time.
+func registerCacheMetrics[S any](reg prometheus.Registerer, stats func() S, ms []cacheMetric[S]) {
+	for _, m := range ms {
+		read := func() float64 { return float64(m.value(stats())) }
+		if m.gauge {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.name, Help: m.help}, read))
+		} else {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help}, read))
+		}
 	}
 }
