@@ -43,6 +43,9 @@ type Settings struct {
 	// StatsMaintenanceMaxObjects bounds the objects one pass deletes
 	// (STATS_MAINTENANCE_MAX_OBJECTS, 20000).
 	StatsMaintenanceMaxObjects int
+	// StatsMaintenanceDeleteRate paces the deletes of a _stats maintenance pass, objects
+	// per second (STATS_MAINTENANCE_DELETE_RATE, DefaultStatsDeleteRate; 0 unpaced).
+	StatsMaintenanceDeleteRate int
 	// MaintenanceTimeout is the ceiling of one maintenance pass, _stats or dataset
 	// cleanup (MAINTENANCE_TIMEOUT_SECS, 300).
 	MaintenanceTimeout time.Duration
@@ -137,6 +140,7 @@ func DefaultSettings() Settings {
 		StatsMaintenanceEveryNScans: 12,
 		StatsHistoryTTL:             time.Hour,
 		StatsMaintenanceMaxObjects:  20000,
+		StatsMaintenanceDeleteRate:  DefaultStatsDeleteRate,
 		MaintenanceTimeout:          300 * time.Second,
 		MergeWALInterval:            600 * time.Second,
 		MergeWALMinGenerations:      8,
@@ -161,6 +165,16 @@ func DefaultSettings() Settings {
 		RecoveryInterval:            30 * time.Second,
 		RequestTimeout:              60 * time.Second,
 	}
+}
+
+// statsMaintenanceOptions are the bounds of a stats_maintenance task's pass.
+func (s Settings) statsMaintenanceOptions() StatsMaintenanceOptions {
+	rate := float64(s.StatsMaintenanceDeleteRate)
+	if rate == 0 {
+		rate = -1 // the setting's 0 is unpaced; the option's 0 is the default rate
+	}
+	return StatsMaintenanceOptions{HistoryTTL: s.StatsHistoryTTL, MaxObjects: s.StatsMaintenanceMaxObjects,
+		Timeout: s.MaintenanceTimeout, MaxObjectsPerSecond: rate}
 }
 
 // EnvVar describes one environment variable of Settings, for flags and help texts.
@@ -196,6 +210,7 @@ func SettingsEnv() []EnvVar {
 		n("STATS_MAINTENANCE_EVERY_N_SCANS", "maintain _stats on a leader's first scan round and every N rounds; 0 disables", func(s *Settings) *int { return &s.StatsMaintenanceEveryNScans }),
 		d("STATS_HISTORY_TTL_SECS", "secs", "_stats versions younger than this are kept by maintenance", func(s *Settings) *time.Duration { return &s.StatsHistoryTTL }),
 		n("STATS_MAINTENANCE_MAX_OBJECTS", "objects one _stats maintenance pass deletes at most; later passes continue", func(s *Settings) *int { return &s.StatsMaintenanceMaxObjects }),
+		n("STATS_MAINTENANCE_DELETE_RATE", "objects per second a _stats maintenance pass deletes at most, leaving the cores to the admin API; 0 = unpaced", func(s *Settings) *int { return &s.StatsMaintenanceDeleteRate }),
 		d("MAINTENANCE_TIMEOUT_SECS", "secs", "ceiling of one maintenance pass (_stats maintenance, dataset cleanup)", func(s *Settings) *time.Duration { return &s.MaintenanceTimeout }),
 		d("MERGE_WAL_INTERVAL_SECS", "secs", "seconds between merge-WAL sweeps; 0 disables", func(s *Settings) *time.Duration { return &s.MergeWALInterval }),
 		n("MERGE_WAL_MIN_GENERATIONS", "pending WAL generations that make an experiment a merge candidate", func(s *Settings) *int { return &s.MergeWALMinGenerations }),
@@ -311,6 +326,7 @@ func (s Settings) Validate() error {
 	check(s.ObserveTimeout > 0, "OBSERVE_TIMEOUT_SECS must be positive")
 	check(s.StatsWriterWait > 0, "STATS_WRITER_WAIT_MS must be positive")
 	check(s.StatsMaintenanceMaxObjects >= 1, "STATS_MAINTENANCE_MAX_OBJECTS must be at least 1")
+	check(s.StatsMaintenanceDeleteRate >= 0, "STATS_MAINTENANCE_DELETE_RATE must not be negative (0: unpaced)")
 	check(s.MaintenanceTimeout > 0, "MAINTENANCE_TIMEOUT_SECS must be positive: it is the ceiling of every maintenance pass")
 	check(s.MergeWALMinGenerations >= 1, "MERGE_WAL_MIN_GENERATIONS must be at least 1")
 	check(s.MergeWALMaxAge >= 0, "MERGE_WAL_MAX_AGE_SECS must not be negative")

@@ -349,8 +349,7 @@ func (m *Master) runTask(ctx context.Context, t coord.Task, rep *TaskReport) (st
 		}
 		return detail, err
 	case KindStatsMaintenance:
-		res, err := m.maint.Run(ctx, StatsMaintenanceOptions{HistoryTTL: m.set.StatsHistoryTTL,
-			MaxObjects: m.set.StatsMaintenanceMaxObjects, Timeout: m.set.MaintenanceTimeout})
+		res, err := m.maint.Run(ctx, m.set.statsMaintenanceOptions())
 		if err != nil {
 			return "", err
 		}

@@ -24,6 +24,7 @@ func TestSettingsFromEnvNamesEveryBadValue(t *testing.T) {
 		"MIN_FRAGMENTS":                   "24",
 		"MAINTENANCE_TIMEOUT_SECS":        "2.5",
 		"TARGET_ROWS_PER_FRAGMENT":        "4096",
+		"STATS_MAINTENANCE_DELETE_RATE":   "0",
 	}
 	s, err := settingsFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
@@ -33,11 +34,19 @@ func TestSettingsFromEnvNamesEveryBadValue(t *testing.T) {
 		s.MinFragments != 24 || s.MaintenanceTimeout != 2500*time.Millisecond || s.TargetRowsPerFragment != 4096 {
 		t.Fatalf("settings %+v", s)
 	}
+	// STATS_MAINTENANCE_DELETE_RATE=0 is unpaced, not the pass's default pace.
+	if o := s.statsMaintenanceOptions(); o.MaxObjectsPerSecond >= 0 {
+		t.Fatalf("STATS_MAINTENANCE_DELETE_RATE=0: pass pace %v, want unpaced (below 0)", o.MaxObjectsPerSecond)
+	}
+	if o := DefaultSettings().statsMaintenanceOptions(); o.MaxObjectsPerSecond != DefaultStatsDeleteRate || o.MaxObjects != 20000 {
+		t.Fatalf("default pass options %+v", o)
+	}
 	if s.MergeWALInterval != 600*time.Second || s.TaskConcurrency != 4 || s.StatsHistoryTTL != time.Hour ||
 		s.StatsMaintenanceMaxObjects != 20000 || s.CompactionInterval != 600*time.Second {
 		t.Fatalf("defaults not kept: %+v", s)
 	}
-	bad := map[string]string{"MIN_FRAGMENTS": "1", "SCAN_CONCURRENCY": "x", "MAINTENANCE_TIMEOUT_SECS": "0", "STATS_WRITER_WAIT_MS": "-5"}
+	bad := map[string]string{"MIN_FRAGMENTS": "1", "SCAN_CONCURRENCY": "x", "MAINTENANCE_TIMEOUT_SECS": "0", "STATS_WRITER_WAIT_MS": "-5",
+		"STATS_MAINTENANCE_DELETE_RATE": "-1"}
 	_, err = settingsFromLookup(func(k string) (string, bool) { v, ok := bad[k]; return v, ok })
 	if err == nil {
 		t.Fatal("bad settings accepted")
@@ -49,8 +58,9 @@ func TestSettingsFromEnvNamesEveryBadValue(t *testing.T) {
 	}
 	// Values that parse but make no sense are refused with their names too.
 	s = DefaultSettings()
-	s.MinFragments, s.MaintenanceTimeout = 1, 0
-	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "MIN_FRAGMENTS") || !strings.Contains(err.Error(), "MAINTENANCE_TIMEOUT_SECS") {
+	s.MinFragments, s.MaintenanceTimeout, s.StatsMaintenanceDeleteRate = 1, 0, -1
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "MIN_FRAGMENTS") || !strings.Contains(err.Error(), "MAINTENANCE_TIMEOUT_SECS") ||
+		!strings.Contains(err.Error(), "STATS_MAINTENANCE_DELETE_RATE") {
 		t.Fatalf("validate: %v", err)
 	}
 	// Every variable round-trips through its flag rendering.
