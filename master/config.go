@@ -111,6 +111,12 @@ type Settings struct {
 	// (CONTEXT_INDEX_MIN_UNINDEXED_ROWS; 0, the default, means 10% of the indexed rows):
 	// those rows are searched exactly until then.
 	ContextIndexMinUnindexedRows int64
+	// ContextIndexMaxBytes bounds the embeddings one index task holds in memory: rows ×
+	// dim × 4 bytes of the rows a build (every row) or an extension (the unindexed rows)
+	// reads (CONTEXT_INDEX_MAX_BYTES, DefaultContextIndexMaxBytes; 0 unbounded). A store
+	// past it is left unindexed, and searched exactly, rather than have the build
+	// exhaust the master's memory: its peak is about 2.5 times the embeddings.
+	ContextIndexMaxBytes int64
 	// ContextIndexTimeout is the deadline of an index task (CONTEXT_INDEX_TIMEOUT_SECS,
 	// 1800): a build reads every embedding and trains k-means.
 	ContextIndexTimeout time.Duration
@@ -160,6 +166,7 @@ func DefaultSettings() Settings {
 		ContextIndexInterval:        600 * time.Second,
 		ContextIndexMinRows:         100000,
 		ContextIndexTimeout:         1800 * time.Second,
+		ContextIndexMaxBytes:        DefaultContextIndexMaxBytes,
 		SweepMaxNewTasks:            256,
 		TaskConcurrency:             4,
 		RecoveryInterval:            30 * time.Second,
@@ -233,6 +240,7 @@ func SettingsEnv() []EnvVar {
 		{Name: "CONTEXT_INDEX_MIN_ROWS", Unit: "count", Help: "base-table rows that make a context store a vector-index candidate", num: func(s *Settings) *int64 { return &s.ContextIndexMinRows }},
 		{Name: "CONTEXT_INDEX_MIN_UNINDEXED_ROWS", Unit: "count", Help: "rows outside the vector index that make an indexed context store an extension candidate; 0 = 10% of the indexed rows", num: func(s *Settings) *int64 { return &s.ContextIndexMinUnindexedRows }},
 		d("CONTEXT_INDEX_TIMEOUT_SECS", "secs", "deadline of an index task", func(s *Settings) *time.Duration { return &s.ContextIndexTimeout }),
+		b("CONTEXT_INDEX_MAX_BYTES", "embedding bytes (rows x dim x 4) one index task may hold; a store past it stays unindexed; 0 = no bound", func(s *Settings) *int64 { return &s.ContextIndexMaxBytes }),
 		n("SWEEP_MAX_NEW_TASKS", "new tasks one sweep creates at most", func(s *Settings) *int { return &s.SweepMaxNewTasks }),
 		n("TASK_CONCURRENCY", "tasks this master runs at once; 0 = none (an API and planner replica)", func(s *Settings) *int { return &s.TaskConcurrency }),
 		d("TASK_RECOVERY_INTERVAL_SECS", "secs", "seconds between the leader's queue recovery passes", func(s *Settings) *time.Duration { return &s.RecoveryInterval }),
@@ -339,6 +347,7 @@ func (s Settings) Validate() error {
 	check(s.CleanupMaxObjects >= 1, "CLEANUP_MAX_OBJECTS must be at least 1")
 	check(s.ContextIndexMinRows >= 1, "CONTEXT_INDEX_MIN_ROWS must be at least 1")
 	check(s.ContextIndexTimeout > 0, "CONTEXT_INDEX_TIMEOUT_SECS must be positive")
+	check(s.ContextIndexMaxBytes >= 0, "CONTEXT_INDEX_MAX_BYTES must not be negative (0: no bound)")
 	check(s.SweepMaxNewTasks >= 1, "SWEEP_MAX_NEW_TASKS must be at least 1")
 	check(s.TaskConcurrency >= 0, "TASK_CONCURRENCY must not be negative")
 	check(s.RecoveryInterval > 0, "TASK_RECOVERY_INTERVAL_SECS must be positive")

@@ -44,6 +44,27 @@ const contextIndexName = ctxstore.ColEmbedding + "_idx"
 // concurrent rewrite; past it the task ends and the next sweep tries again.
 const indexCommitAttempts = 3
 
+// DefaultContextIndexMaxBytes is CONTEXT_INDEX_MAX_BYTES's default: 4 GiB of
+// embeddings (1.4M rows of 768 dimensions, 700k of 1536), about 10 GiB at a build's
+// peak (measured: 6.1 GiB for 1M × 768, bench/RESULTS.md row 13.5).
+const DefaultContextIndexMaxBytes = 4 << 30
+
+// indexBytes is what an index task over rows rows of dim dimensions holds of their
+// embeddings.
+func indexBytes(rows int64, dim int) int64 { return rows * int64(dim) * 4 }
+
+// indexFits says whether a task of op ("build" or "extend") on a store with coverage c
+// and dim-dimension embeddings stays within CONTEXT_INDEX_MAX_BYTES, and what it would
+// hold.
+func (s Settings) indexFits(op string, c indexCoverage, dim int) (bool, int64) {
+	rows := c.Rows
+	if op == "extend" {
+		rows = c.Unindexed
+	}
+	b := indexBytes(rows, dim)
+	return s.ContextIndexMaxBytes <= 0 || b <= s.ContextIndexMaxBytes, b
+}
+
 // indexSweepMaxInspect bounds the manifests one sweep pass opens; a cursor carries the
 // next pass on where this one stopped.
 const indexSweepMaxInspect = 512
@@ -146,6 +167,11 @@ func (m *Master) indexSweep(ctx context.Context) error {
 		dues  []due
 		fails int
 		first error
+		// tooBig are the stores due for a build or extension that would hold more
+		// embeddings than CONTEXT_INDEX_MAX_BYTES; biggest the largest of them.
+		tooBig  int
+		biggest string
+		bigB    int64
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
@@ -168,7 +194,21 @@ func (m *Master) indexSweep(ctx context.Context) error {
 				}
 				return nil // one unreadable store must not hide the others
 			}
-			if ok, _ := m.set.indexDue(c); ok || textDue {
+			vecDue, op := m.set.indexDue(c)
+			if vecDue {
+				// A table whose schema is not a context store's is left to the task,
+				// which says so.
+				if opts, oerr := ctxstore.FromArrow(ds.Schema().Arrow()); oerr == nil {
+					if fits, b := m.set.indexFits(op, c, opts.EmbeddingDim); !fits {
+						vecDue = false
+						tooBig++
+						if b > bigB {
+							biggest, bigB = r.Name, b
+						}
+					}
+				}
+			}
+			if vecDue || textDue {
 				dues = append(dues, due{target: storekind.Context.Target(r.Name), rows: c.Rows})
 			}
 			return nil
@@ -190,6 +230,11 @@ func (m *Master) indexSweep(ctx context.Context) error {
 	}
 	if fails > 0 {
 		m.log.Warn("index sweep: some context stores could not be read", "failed", fails, "first_err", first)
+	}
+	m.met.indexTooBig.Set(float64(tooBig))
+	if tooBig > 0 {
+		m.log.Warn("index sweep: context stores left without a vector index: their embeddings exceed CONTEXT_INDEX_MAX_BYTES (searched exactly meanwhile)",
+			"stores", tooBig, "largest", biggest, "embedding_bytes", bigB, "max_bytes", m.set.ContextIndexMaxBytes)
 	}
 	_, err := m.enqueueSweep(ctx, LoopContextIndex, KindIndex, cands)
 	if err == nil && fails > 0 && len(cands) == 0 && fails == len(batch) {
@@ -236,6 +281,12 @@ func (m *Master) runIndex(ctx context.Context, kind storekind.Kind, entry regist
 		} else if c.Unindexed == 0 {
 			m.met.indexOps.WithLabelValues("noop").Inc()
 			return fmt.Sprintf("nothing to index: the index covers all %d rows (version %d)", c.Rows, ds.Version()), nil
+		}
+		if fits, b := m.set.indexFits(op, c, opts.EmbeddingDim); !fits {
+			m.met.indexOps.WithLabelValues("too_big").Inc()
+			return "", skipf("%s: a vector index %s would hold %d rows × %d dimensions = %d bytes of embeddings, over CONTEXT_INDEX_MAX_BYTES (%d; "+
+				"the build's peak is about 2.5 times that): raise it on a master with the memory; searches stay exact meanwhile",
+				target, op, b/(int64(opts.EmbeddingDim)*4), opts.EmbeddingDim, b, m.set.ContextIndexMaxBytes)
 		}
 		t0 := time.Now()
 		var out *lance.Dataset

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/internal/oracle"
 	"github.com/lancectx/lancectx/lance"
@@ -243,5 +245,54 @@ func TestIndexCommitLosesToCompaction(t *testing.T) {
 	}
 	if detail, err := m.runIndex(ctx, storekind.Context, entry); err != nil || !strings.HasPrefix(detail, "build l2 index") {
 		t.Fatalf("index task over a dot index: %q %v", detail, err)
+	}
+}
+
+// TestIndexLeavesAStoreOverTheMemoryBound: a context store whose index build would hold
+// more embeddings than CONTEXT_INDEX_MAX_BYTES gets no vector index, from the sweep or
+// from the API. The sweep counts it (master_context_index_stores_too_big) instead of
+// queueing a build that could exhaust the master's memory, and a task asked for through
+// the API ends saying why; the store's searches stay exact.
+func TestIndexLeavesAStoreOverTheMemoryBound(t *testing.T) {
+	dir := t.TempDir()
+	data, err := objstore.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wurl := kindsWorker(t, dir, data)
+	post(t, wurl+"/api/v1/contexts", `{"name":"big","embedding_dim":16,"distance_metric":"l2"}`, 201)
+	const rows, dim = 400, 16
+	addContextRecords(t, wurl, "big", clusteredRecords("a", 0, rows, dim, 1), 100)
+
+	c := newCluster(t, data)
+	set := fastSettings()
+	set.ContextIndexInterval = 200 * time.Millisecond
+	set.ContextIndexMinRows = rows
+	set.ContextIndexMaxBytes = rows*dim*4 - 1 // one byte short of what the build would hold
+	m := c.start(set, func(cfg *Config) { cfg.DataURI = "file://" + dir })
+	waitFor(t, 60*time.Second, "the index sweep to find the store over CONTEXT_INDEX_MAX_BYTES", func() bool {
+		return testutil.ToFloat64(m.met.indexTooBig) == 1
+	})
+
+	var tk api.Task
+	if code := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"index","target":"context/big"}`, &tk); code != 202 {
+		t.Fatalf("POST index task: %d %+v", code, tk)
+	}
+	var got api.Task
+	waitFor(t, 60*time.Second, "the API's index task to end", func() bool {
+		return httpJSON(t, "GET", m.srv.URL+"/api/v1/tasks/"+tk.ID, "", &got) == 200 && (got.State == "done" || got.State == "skipped")
+	})
+	if !strings.Contains(got.Detail, "CONTEXT_INDEX_MAX_BYTES") || !strings.Contains(got.Detail, fmt.Sprintf("%d rows × %d dimensions", rows, dim)) {
+		t.Fatalf("index task %s: %q, want it to say the build is over CONTEXT_INDEX_MAX_BYTES", got.State, got.Detail)
+	}
+	if n := testutil.ToFloat64(m.met.indexOps.WithLabelValues("too_big")); n < 1 {
+		t.Fatalf("master_context_index_operations_total{op=too_big} = %v", n)
+	}
+	ds, err := lance.OpenStore(context.Background(), objstore.Prefixed(data, storekind.Context.DatasetDir("big")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv, err := coverageOf(ds); err != nil || cv.Exists || cv.Rows != rows {
+		t.Fatalf("coverage %+v, %v: want %d rows and no vector index", cv, err, rows)
 	}
 }

@@ -39,6 +39,8 @@ type metrics struct {
 	indexOps     *prometheus.CounterVec
 	indexSeconds *prometheus.HistogramVec
 	indexRows    prometheus.Counter
+	// indexTooBig is the last index sweep pass's count of stores over CONTEXT_INDEX_MAX_BYTES.
+	indexTooBig prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
@@ -78,11 +80,13 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 		cleanupObjects: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_cleanup_objects_deleted_total",
 			Help: "Objects deleted by dataset version-cleanup tasks on this master."}),
 		indexOps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_context_index_operations_total",
-			Help: "Vector index operations of index tasks on this master, by op: build, extend, noop (the index covered every row), conflict (a concurrent rewrite refused the commit; retried or left to the next sweep)."}, []string{"op"}),
+			Help: "Vector index operations of index tasks on this master, by op: build, extend, noop (the index covered every row), conflict (a concurrent rewrite refused the commit; retried or left to the next sweep), too_big (over CONTEXT_INDEX_MAX_BYTES: skipped)."}, []string{"op"}),
 		indexSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "master_context_index_duration_seconds",
 			Help: "Time of one vector index build or extension (reading the embeddings, k-means for a build, writing, committing), by op.", Buckets: jobBuckets}, []string{"op"}),
 		indexRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_context_index_rows_total",
 			Help: "Rows added to context stores' vector indices by index tasks on this master."}),
+		indexTooBig: prometheus.NewGauge(prometheus.GaugeOpts{Name: "master_context_index_stores_too_big",
+			Help: "Context stores the last index sweep pass left without the vector index they are due: a build or extension would hold more embeddings than CONTEXT_INDEX_MAX_BYTES."}),
 		servedStale: prometheus.NewCounter(prometheus.CounterOpts{Name: "master_experiments_served_stale_total",
 			Help: "Experiment listings answered from a snapshot older than three scan intervals (stale: true)."}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "master_http_requests_total",
@@ -109,7 +113,7 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 			x.queueDepth.WithLabelValues(k, st)
 		}
 	}
-	for _, op := range []string{"build", "extend", "noop", "conflict"} {
+	for _, op := range []string{"build", "extend", "noop", "conflict", "too_big"} {
 		x.indexOps.WithLabelValues(op)
 	}
 	for _, op := range []string{"build", "extend"} {
@@ -124,7 +128,7 @@ func newMetrics(reg prometheus.Registerer, m *Master) *metrics {
 	if reg != nil {
 		reg.MustRegister(x.isLeader, x.enqueued, x.tasks, x.taskDuration, x.scheduleToBind, x.queueDepth, x.poolInUse,
 			x.sweepTasks, x.mergeSweepDeduped, x.generationsMerged, x.mergeLockBusy, x.compactionPhase, x.statsRefresh, x.statsRefreshWait,
-			x.cleanupObjects, x.indexOps, x.indexSeconds, x.indexRows, x.servedStale, x.httpRequests, x.httpDuration, x.queueOldestAge, x.pastDeadline)
+			x.cleanupObjects, x.indexOps, x.indexSeconds, x.indexRows, x.indexTooBig, x.servedStale, x.httpRequests, x.httpDuration, x.queueOldestAge, x.pastDeadline)
 		reg.MustRegister(loopIntervals{name: "master_loop_interval_seconds", health: func() []loophealth.Health {
 			if m.loops == nil {
 				return nil
