@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/ctxstore/fts"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
@@ -59,14 +58,7 @@ func TestIndexTaskBuildsTheTextIndex(t *testing.T) {
 	}
 	runTask := func(wantDetail string) {
 		t.Helper()
-		var tk api.Task
-		if code := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"index","target":"context/mem"}`, &tk); code != 202 {
-			t.Fatalf("POST index task: %d %+v", code, tk)
-		}
-		var got api.Task
-		waitFor(t, 60*time.Second, "the index task to finish", func() bool {
-			return httpJSON(t, "GET", m.srv.URL+"/api/v1/tasks/"+tk.ID, "", &got) == 200 && (got.State == "done" || got.State == "failed")
-		})
+		got := runIndexTask(t, m, "context/mem")
 		if got.State != "done" || !strings.Contains(got.Detail, wantDetail) {
 			t.Fatalf("index task: %s %q, want done with %q", got.State, got.Detail, wantDetail)
 		}

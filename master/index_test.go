@@ -274,14 +274,7 @@ func TestIndexLeavesAStoreOverTheMemoryBound(t *testing.T) {
 		return testutil.ToFloat64(m.met.indexTooBig) == 1
 	})
 
-	var tk api.Task
-	if code := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"index","target":"context/big"}`, &tk); code != 202 {
-		t.Fatalf("POST index task: %d %+v", code, tk)
-	}
-	var got api.Task
-	waitFor(t, 60*time.Second, "the API's index task to end", func() bool {
-		return httpJSON(t, "GET", m.srv.URL+"/api/v1/tasks/"+tk.ID, "", &got) == 200 && (got.State == "done" || got.State == "skipped")
-	})
+	got := runIndexTask(t, m, "context/big")
 	if !strings.Contains(got.Detail, "CONTEXT_INDEX_MAX_BYTES") || !strings.Contains(got.Detail, fmt.Sprintf("%d rows × %d dimensions", rows, dim)) {
 		t.Fatalf("index task %s: %q, want it to say the build is over CONTEXT_INDEX_MAX_BYTES", got.State, got.Detail)
 	}
@@ -295,4 +288,20 @@ func TestIndexLeavesAStoreOverTheMemoryBound(t *testing.T) {
 	if cv, err := coverageOf(ds); err != nil || cv.Exists || cv.Rows != rows {
 		t.Fatalf("coverage %+v, %v: want %d rows and no vector index", cv, err, rows)
 	}
+}
+
+// runIndexTask asks m for an index task on target through the admin API and returns it
+// once it has ended (done, skipped or failed).
+func runIndexTask(t *testing.T, m *testMaster, target string) api.Task {
+	t.Helper()
+	var tk api.Task
+	if code := httpJSON(t, "POST", m.srv.URL+"/api/v1/tasks", `{"kind":"index","target":"`+target+`"}`, &tk); code != 202 {
+		t.Fatalf("POST index task for %s: %d %+v", target, code, tk)
+	}
+	var got api.Task
+	waitFor(t, 60*time.Second, "the index task for "+target+" to end", func() bool {
+		return httpJSON(t, "GET", m.srv.URL+"/api/v1/tasks/"+tk.ID, "", &got) == 200 &&
+			(got.State == "done" || got.State == "skipped" || got.State == "failed")
+	})
+	return got
 }
