@@ -59,7 +59,12 @@ func (s *Shard) sealLoop() {
 		}
 		s.mu.Lock()
 		force := s.flushWanted.Swap(false)
-		if force || s.active.bytes >= s.opts.SealBytes || s.active.rows > 0 && time.Since(s.active.oldest) >= s.opts.SealInterval {
+		// By size or age only when no seal is pending, as in apply: a memtable frozen
+		// by apply may still wait for this loop while the next one fills past
+		// SealBytes, and freezing that one too would queue two (sealFrozen takes the
+		// active memtable along once the frozen ones are sealed).
+		due := len(s.frozen) == 0 && (s.active.bytes >= s.opts.SealBytes || s.active.rows > 0 && time.Since(s.active.oldest) >= s.opts.SealInterval)
+		if force || due {
 			s.freezeLocked()
 		}
 		n := len(s.frozen)
