@@ -73,7 +73,8 @@ type VectorIndexInfo struct {
 // column) of every fragment of d and commits it, replacing the column's vector indices
 // of the same name (a CreateIndex transaction, as LanceDB's create_index with replace).
 // Null vectors are not indexed. The whole column is held in memory while building, once:
-// rows × dim × 4 bytes (grouped by partition in place), beside the training sample.
+// rows × dim × 4 bytes (grouped by partition in place); the training sample is a list
+// of row numbers into it, not a copy.
 func BuildVectorIndex(ctx context.Context, d *Dataset, column string, opts VectorIndexOptions) (*Dataset, error) {
 	f, dim, err := vectorField(d, column)
 	if err != nil {

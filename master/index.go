@@ -282,11 +282,24 @@ func (m *Master) runIndex(ctx context.Context, kind storekind.Kind, entry regist
 			m.met.indexOps.WithLabelValues("noop").Inc()
 			return fmt.Sprintf("nothing to index: the index covers all %d rows (version %d)", c.Rows, ds.Version()), nil
 		}
-		if fits, b := m.set.indexFits(op, c, opts.EmbeddingDim); !fits {
+		// Checked again for a build an extension falls back to: the bound is on what
+		// the work done holds, whichever op does it.
+		tooBig := func(op string) error {
+			fits, b := m.set.indexFits(op, c, opts.EmbeddingDim)
+			if fits {
+				return nil
+			}
 			m.met.indexOps.WithLabelValues("too_big").Inc()
-			return "", skipf("%s: a vector index %s would hold %d rows × %d dimensions = %d bytes of embeddings, over CONTEXT_INDEX_MAX_BYTES (%d; "+
+			rows := c.Rows
+			if op == "extend" {
+				rows = c.Unindexed
+			}
+			return skipf("%s: a vector index %s would hold %d rows × %d dimensions = %d bytes of embeddings, over CONTEXT_INDEX_MAX_BYTES (%d; "+
 				"the build's peak is about 2.5 times that): raise it on a master with the memory; searches stay exact meanwhile",
-				target, op, b/(int64(opts.EmbeddingDim)*4), opts.EmbeddingDim, b, m.set.ContextIndexMaxBytes)
+				target, op, rows, opts.EmbeddingDim, b, m.set.ContextIndexMaxBytes)
+		}
+		if err := tooBig(op); err != nil {
+			return "", err
 		}
 		t0 := time.Now()
 		var out *lance.Dataset
@@ -295,6 +308,9 @@ func (m *Master) runIndex(ctx context.Context, kind storekind.Kind, entry regist
 			if errors.Is(err, lance.ErrNoVectorIndex) {
 				// An index of that name lancectx cannot extend (another type): replace it.
 				op = "build"
+				if err := tooBig(op); err != nil {
+					return "", err
+				}
 			}
 		}
 		if op == "build" {
