@@ -308,8 +308,10 @@ func TestArrowAppendBadBodies(t *testing.T) {
 			}
 		})
 	}
-	if diff := diffListing(before, listing(t, tw.dir)); diff != "" {
-		t.Fatalf("refused Arrow bodies changed the data directory:\n%s", diff)
+	// Created or changed objects only: the seeds' seal deletes the WAL entries it
+	// covers in the background, and may still be doing so.
+	if diff := writtenSince(before, listing(t, tw.dir)); diff != "" {
+		t.Fatalf("refused Arrow bodies wrote to the data directory:\n%s", diff)
 	}
 	if got := tw.listAll("bad", "", 100); len(got) != 2 {
 		t.Fatalf("listed %d records after the refused bodies, want the 2 seeds", len(got))

@@ -78,8 +78,10 @@ func TestBadRequests(t *testing.T) {
 		if msg != "" && !strings.Contains(e.Message, msg) {
 			t.Fatalf("message %q does not contain %q", e.Message, msg)
 		}
-		if d := diffListing(before, listing(t, tw.dir)); d != "" {
-			t.Fatalf("the request changed the data directory: %s", d)
+		// Created or changed objects only: the seeds' seals delete the WAL entries
+		// they cover in the background, and may still be doing so.
+		if d := writtenSince(before, listing(t, tw.dir)); d != "" {
+			t.Fatalf("the request wrote to the data directory: %s", d)
 		}
 	}
 
