@@ -48,6 +48,25 @@ type Dataset struct {
 	// vecIndices holds the vector index segments VectorSearch opened, by index uuid:
 	// *vecindex.Index (their files never change, so a version opens each once).
 	vecIndices sync.Map
+
+	// frags holds the fragments takes and key lookups read, by fragment id:
+	// *fragmentReader, whose data file Readers keep their footers, column metadata
+	// and chunk tables. Opened per take, every take of a search re-read them: a
+	// round trip for the footer and one for the chunk tables before the rows' own.
+	frags sync.Map
+}
+
+// fragment returns the reader of frag (a fragment of this version), opened once.
+func (d *Dataset) fragment(frag *tablepb.DataFragment) (*fragmentReader, error) {
+	if v, ok := d.frags.Load(frag.GetId()); ok {
+		return v.(*fragmentReader), nil
+	}
+	fr, err := openFragment(frag)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := d.frags.LoadOrStore(frag.GetId(), fr)
+	return v.(*fragmentReader), nil
 }
 
 // Open opens the latest version of the dataset at uri (file:// path, plain path, mem://).

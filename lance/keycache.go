@@ -12,6 +12,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lancectx/lancectx/lance/format/tablepb"
 	"github.com/lancectx/lancectx/lance/schema"
@@ -308,7 +309,7 @@ func (d *Dataset) lookupPlan(cache *KeyCache, scope string, kf *schema.Field) ([
 		frags := make([]keyedFragment, 0, len(d.Fragments()))
 		live := make(map[string]struct{}, len(d.Fragments()))
 		for _, frag := range d.Fragments() {
-			fr, err := openFragment(frag)
+			fr, err := d.fragment(frag)
 			if err != nil {
 				p.err = err
 				return
@@ -338,6 +339,9 @@ func (d *Dataset) LookupKey(ctx context.Context, cache *KeyCache, scope, column,
 	}
 	return recs[0], recs[0] != nil, nil
 }
+
+// lookupTakes bounds the fragments LookupKeys takes rows of at once.
+const lookupTakes = 8
 
 // LookupKeys is LookupKey for many keys at once: recs[i] is the row of keys[i], nil
 // when no row has it. Each fragment's index is taken from the cache once for all the
@@ -376,6 +380,20 @@ func (d *Dataset) LookupKeys(ctx context.Context, cache *KeyCache, scope, column
 	for i, key := range keys {
 		hs[i] = uint32(maphash.String(cache.seed, key))
 	}
+	// First where each key lives: the first fragment, in table order, with a visible
+	// row of it (memory, but for the indexes and deletion files not read yet). Then
+	// one take per fragment of all its keys' rows, the fragments at once: a take per
+	// key, one after another, made fetching a search's 10 records 10 takes deep.
+	type pick struct {
+		key int
+		row uint64
+	}
+	type fragPicks struct {
+		fr    *fragmentReader
+		picks []pick
+	}
+	var plan []*fragPicks
+	found := make([]bool, len(keys))
 	left := len(keys)
 	var rows []uint32
 	for _, kd := range frags {
@@ -389,8 +407,9 @@ func (d *Dataset) LookupKeys(ctx context.Context, cache *KeyCache, scope, column
 		}
 		var deleted *roaring.Bitmap
 		loaded := false
+		var fp *fragPicks
 		for i, key := range keys {
-			if recs[i] != nil {
+			if found[i] {
 				continue
 			}
 			if rows = idx.find(rows[:0], hs[i], key); len(rows) == 0 {
@@ -406,16 +425,42 @@ func (d *Dataset) LookupKeys(ctx context.Context, cache *KeyCache, scope, column
 				if deleted.Contains(r) {
 					continue
 				}
-				// A take of one row: only its bytes are read where rows are addressable.
-				rec, err := fr.read(ctx, d.store, fields, fieldsSchema(fields), 0, 0, []uint64{uint64(r)})
-				if err != nil {
-					return recs, err
+				if fp == nil {
+					fp = &fragPicks{fr: fr}
+					plan = append(plan, fp)
 				}
-				recs[i] = rec
+				fp.picks = append(fp.picks, pick{key: i, row: uint64(r)})
+				found[i] = true
 				left--
 				break
 			}
 		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(lookupTakes)
+	var mu sync.Mutex
+	for _, fp := range plan {
+		g.Go(func() error {
+			take := make([]uint64, len(fp.picks))
+			for j, p := range fp.picks {
+				take[j] = p.row
+			}
+			// Only the rows' bytes are read where rows are addressable.
+			rec, err := fp.fr.read(gctx, d.store, fields, fieldsSchema(fields), 0, 0, take)
+			if err != nil {
+				return err
+			}
+			defer rec.Release()
+			mu.Lock()
+			defer mu.Unlock()
+			for j, p := range fp.picks {
+				recs[p.key] = rec.NewSlice(int64(j), int64(j)+1)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return recs, err
 	}
 	return recs, nil
 }

@@ -341,7 +341,7 @@ func (d *Dataset) takeRows(ctx context.Context, rows []rowLoc, columns []string)
 	where := make([]rowRef, 0, len(rows))
 	at := map[uint64]rowRef{} // address -> place in parts
 	for _, g := range groups {
-		fr, err := openFragment(g.frag)
+		fr, err := d.fragment(g.frag)
 		if err != nil {
 			return nil, err
 		}

@@ -38,12 +38,14 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lancectx/lancectx/api"
 	"github.com/lancectx/lancectx/bench"
 	"github.com/lancectx/lancectx/ctxstore"
 	"github.com/lancectx/lancectx/lance"
 	"github.com/lancectx/lancectx/objstore"
+	"github.com/lancectx/lancectx/objstore/provider"
 	"github.com/lancectx/lancectx/worker"
 )
 
@@ -64,6 +66,8 @@ type options struct {
 	// profile starts the CPU profile; search calls it after the warm-up, so that a
 	// profile shows the timed searches and not the loading of the caches.
 	profile func() error
+	// storeFaults is the worker store's fault spec (faults.Parse), "" for none.
+	storeFaults string
 }
 
 func main() {
@@ -79,6 +83,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 13, "fixture: PRNG seed")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file: of the timed searches (exact, indexed), else of the run")
 	flag.IntVar(&o.repeat, "repeat", 1, "exact, indexed: time every query this many times (more samples for -cpuprofile)")
+	flag.StringVar(&o.storeFaults, "store-faults", "", "exact, indexed: the worker's store faults (LANCECTX_STORE_FAULTS syntax), e.g. latency=20ms for an object store's request latency")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -173,7 +178,7 @@ func fixture(ctx context.Context, o options) (*FixtureResult, error) {
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return nil, err
 	}
-	w, err := start(ctx, o.dir, -1)
+	w, err := start(ctx, o.dir, -1, "", prometheus.NewRegistry())
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +332,11 @@ type SearchResult struct {
 	// Recall is recall@10 against -truth (indexed only).
 	Recall  float64 `json:"recall_at_10,omitempty"`
 	PeakRSS int64   `json:"peak_rss_bytes"`
+	// StoreRequestsPerQuery are the worker's object-store requests (reads, listings,
+	// heads) per timed search: on S3 each is a billed round trip.
+	StoreRequestsPerQuery float64 `json:"store_requests_per_query"`
+	// StoreFaults is -store-faults, when set (e.g. the injected request latency).
+	StoreFaults string `json:"store_faults,omitempty"`
 }
 
 func search(ctx context.Context, o options) (*SearchResult, error) {
@@ -357,12 +367,14 @@ func search(ctx context.Context, o options) (*SearchResult, error) {
 	// row beside the vector), for the exact path, and the index's partitions (8 bytes
 	// of row id beside each vector): each path gets the memory that holds the store,
 	// and its first (warm-up) search fills it.
-	w, err := start(ctx, o.dir, rows*(dim*4+64)+64<<20)
+	reg := prometheus.NewRegistry()
+	w, err := start(ctx, o.dir, rows*(dim*4+64)+64<<20, o.storeFaults, reg)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
-	res := &SearchResult{Cmd: "vector-" + o.mode, Side: bench.SideGo, Store: o.store, Rows: rows, Indexed: len(idx) > 0}
+	res := &SearchResult{Cmd: "vector-" + o.mode, Side: bench.SideGo, Store: o.store, Rows: rows, Indexed: len(idx) > 0,
+		StoreFaults: o.storeFaults}
 	if o.mode == "indexed" && !res.Indexed {
 		return nil, fmt.Errorf("store %s has no vector index (run -mode index first)", o.store)
 	}
@@ -418,6 +430,10 @@ func search(ctx context.Context, o options) (*SearchResult, error) {
 		qs = all
 	}
 	answers := make([][]string, len(qs))
+	requests0, err := storeRequests(reg)
+	if err != nil {
+		return nil, err
+	}
 	var total float64
 	for i, q := range qs {
 		t := time.Now()
@@ -432,6 +448,11 @@ func search(ctx context.Context, o options) (*SearchResult, error) {
 	}
 	res.QPS = float64(len(qs)) / total
 	res.PeakRSS = bench.PeakRSS()
+	requests1, err := storeRequests(reg)
+	if err != nil {
+		return nil, err
+	}
+	res.StoreRequestsPerQuery = (requests1 - requests0) / float64(len(qs))
 	switch {
 	case o.mode == "exact" && o.truth != "":
 		b, _ := json.Marshal(answers[:nq])
@@ -520,7 +541,25 @@ func buildIndex(ctx context.Context, o options) (*IndexResult, error) {
 // server is the worker under test behind a loopback HTTP server.
 type server = bench.LocalWorker
 
-func start(ctx context.Context, dir string, cacheBytes int64) (*server, error) {
+func start(ctx context.Context, dir string, cacheBytes int64, storeFaults string, reg *prometheus.Registry) (*server, error) {
 	return bench.StartLocalWorker(ctx, worker.Config{DataDir: "file://" + dir, WorkerID: "vector-bench",
-		ContextVectorCacheBytes: cacheBytes, ContextIndexCacheBytes: cacheBytes}, 10*time.Minute)
+		ContextVectorCacheBytes: cacheBytes, ContextIndexCacheBytes: cacheBytes,
+		StoreConfig: provider.Config{Faults: storeFaults}, Registerer: reg, Gatherer: reg}, 10*time.Minute)
+}
+
+// storeRequests sums the worker's lancectx_objstore_requests_total over its labels.
+func storeRequests(g prometheus.Gatherer) (float64, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "lancectx_objstore_requests_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n, nil
 }

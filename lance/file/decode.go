@@ -67,7 +67,7 @@ func (r *Reader) newDecoder(f *schema.Field, bud *budget) (decoder, error) {
 		acc := &dictAcc{bud: bud, typ: tt, keyWidth: kw, maxItems: maxDictItems(tt.IndexType), index: map[string]int{}}
 		acc.values.init(tt.ValueType)
 		acc.values.bud = bud
-		return &leafDecoder{pages: pageSource{r: r, col: col}, acc: acc}, nil
+		return &leafDecoder{pages: pageSource{r: r, col: col, wholeOnly: true}, acc: acc}, nil
 	case *arrow.StringType, *arrow.LargeStringType, *arrow.BinaryType, *arrow.LargeBinaryType:
 		if r.binaryAsList[f.ID] {
 			large := t.ID() == arrow.LARGE_STRING || t.ID() == arrow.LARGE_BINARY
@@ -82,7 +82,7 @@ func (r *Reader) newDecoder(f *schema.Field, bud *budget) (decoder, error) {
 		}
 		acc := &binAcc{bud: bud, maxPending: r.maxPending}
 		acc.init(t)
-		return &leafDecoder{pages: pageSource{r: r, col: col}, acc: acc}, nil
+		return &leafDecoder{pages: pageSource{r: r, col: col, wholeOnly: true}, acc: acc}, nil
 	}
 	w, ok := valueWidth(t)
 	if !ok {
@@ -107,15 +107,22 @@ type pageSource struct {
 	// cur is the one last is, if last is one.
 	sparse map[int]*sparsePage
 	cur    *sparsePage
+	// whole holds, by page index, pages of this call fetched whole ahead of decoding
+	// (prepareSparse); wholeOnly says the column's pages are never read sparse.
+	whole     map[int][][]byte
+	wholeOnly bool
 }
 
 func (s *pageSource) load(ctx context.Context, idx int) ([][]byte, error) {
 	if s.loaded && s.lastIdx == idx {
 		return s.last, nil
 	}
-	bufs, err := s.r.page(ctx, s.col, idx)
-	if err != nil {
-		return nil, err
+	bufs, ok := s.whole[idx]
+	if !ok {
+		var err error
+		if bufs, err = s.r.page(ctx, s.col, idx); err != nil {
+			return nil, err
+		}
 	}
 	s.lastIdx, s.last, s.loaded, s.parsed, s.cur = idx, bufs, true, nil, nil
 	return bufs, nil

@@ -46,6 +46,9 @@ const sparseMaxShare = 4
 // sparseFetchers bounds the concurrent range requests of one page.
 const sparseFetchers = 8
 
+// sparsePageFetchers bounds the pages of one column a take plans and fetches at once.
+const sparsePageFetchers = 8
+
 // maxSparseMetaBytes bounds the mini-block chunk tables and dictionaries a Reader keeps
 // for sparse reads (a chunk table is 2 bytes per chunk of up to 4,096 values; Readers
 // are kept open per data file, so the bound is per file); past it they are fetched per
@@ -96,6 +99,10 @@ func (d *leafDecoder) sparseSources() []*pageSource {
 	switch d.acc.(type) {
 	case *fixedAcc, *fslAcc:
 		return []*pageSource{&d.pages}
+	case *binAcc, *dictAcc:
+		// Rows of their own, but not addressable (wholeOnly): a small take
+		// prefetches their pages whole.
+		return []*pageSource{&d.pages}
 	}
 	return nil
 }
@@ -138,11 +145,25 @@ type sparsePlan struct {
 // prepareSparse decides, for every page of s that the page-relative ranges touch, whether
 // to read it sparse, and builds those sparse pages. ranges are ascending row ranges of
 // the file (overlaps allowed: repeated take rows).
-func (r *Reader) prepareSparse(ctx context.Context, s *pageSource, ranges []rowRange) error {
+//
+// The pages are planned and fetched concurrently (sparsePageFetchers at a time): a take of
+// scattered rows touches a page per row, and on an object store each page is a round
+// trip (two when its chunk table is not kept yet), so one page after another made a
+// 10-row take of a 25-column record about 60 round trips deep. For the same reason,
+// pages read whole are fetched here too while whole has bytes left for them (nil:
+// none are; they are then fetched one by one as the decoder reaches them).
+func (r *Reader) prepareSparse(ctx context.Context, s *pageSource, ranges []rowRange, whole *atomic.Int64) error {
 	c := &r.cols[s.col]
 	if len(ranges) == 0 || len(c.pages) == 0 {
 		return nil
 	}
+	type pageWant struct {
+		i     int
+		in    []sparseSeg
+		sp    *sparsePage
+		whole [][]byte
+	}
+	var wants []*pageWant
 	lo, _ := c.pagesFor(ranges[0].start, ranges[0].end)
 	_, hi := c.pagesFor(ranges[len(ranges)-1].start, ranges[len(ranges)-1].end)
 	k := 0
@@ -171,29 +192,65 @@ func (r *Reader) prepareSparse(ctx context.Context, s *pageSource, ranges []rowR
 		if len(in) == 0 || r.cache.get(s.col, i) != nil {
 			continue
 		}
-		var total uint64
-		for _, b := range p.bufs {
-			total += b.size
-		}
-		plan, err := r.planSparse(ctx, s.col, i, p, in)
-		if err != nil {
+		wants = append(wants, &pageWant{i: i, in: in})
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(sparsePageFetchers)
+	for _, w := range wants {
+		g.Go(func() error {
+			p := &c.pages[w.i]
+			var total uint64
+			for _, b := range p.bufs {
+				total += b.size
+			}
+			var plan *sparsePlan
+			if !s.wholeOnly {
+				var err error
+				if plan, err = r.planSparse(gctx, s.col, w.i, p, w.in); err != nil {
+					return err
+				}
+			}
+			if plan == nil || plan.bytes*sparseMaxShare > total {
+				if whole == nil {
+					return nil
+				}
+				if whole.Add(-int64(total)) < 0 {
+					whole.Add(int64(total))
+					return nil
+				}
+				var err error
+				w.whole, err = r.page(gctx, s.col, w.i)
+				return err
+			}
+			var err error
+			w.sp, err = r.fetchSparse(gctx, p, plan)
 			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, w := range wants {
+		switch {
+		case w.sp != nil:
+			if s.sparse == nil {
+				s.sparse = map[int]*sparsePage{}
+			}
+			s.sparse[w.i] = w.sp
+			r.sparsePages.Add(1)
+		case w.whole != nil:
+			if s.whole == nil {
+				s.whole = map[int][][]byte{}
+			}
+			s.whole[w.i] = w.whole
 		}
-		if plan == nil || plan.bytes*sparseMaxShare > total {
-			continue
-		}
-		sp, err := r.fetchSparse(ctx, p, plan)
-		if err != nil {
-			return err
-		}
-		if s.sparse == nil {
-			s.sparse = map[int]*sparsePage{}
-		}
-		s.sparse[i] = sp
-		r.sparsePages.Add(1)
 	}
 	return nil
 }
+
+// prefetchWholeBytes bounds the pages a small take fetches whole ahead of decoding
+// (prepareSparse), over all its columns; past it they are fetched as decoded.
+const prefetchWholeBytes = 32 << 20
 
 // planSparse plans the sparse page of page i (column col) holding the rows in (sorted,
 // disjoint); nil when the page's encoding is not addressable.
