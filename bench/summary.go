@@ -185,6 +185,7 @@ var catalogue = []target{
 	{"13.4", "same: queries/s against LanceDB's own index at equal recall", ">= 1.0"},
 	{"13.5", "same: index build time and peak memory", "reported"},
 	{"13.7", "hybrid retrieve (BM25 text + vector, RRF) over 1M records: p50", "<= 50 ms"},
+	{"13.8", "indexed search with every store request delayed 20 ms (an object store's round trips): p50 and requests per search", "reported"},
 	{"14.1", "GROUP BY rollout_id with avg(reward) over 1M rows (base + WAL) through the query route", "<= 1 s"},
 	{"14.2", "same statement, DuckDB over a Parquet export: the query route's time / DuckDB's", "info (the physical reference)"},
 	{"15.1", "stats scan round over 10,000 experiments on a store with 20 ms per request, default SCAN_CONCURRENCY", "<= 10 s"},

@@ -15,6 +15,9 @@ const (
 	benchVectorIndex    = "vector-index"     // IVF_FLAT build
 	benchVectorIndexed  = "vector-indexed"   // searches through it
 	benchVectorIVFPQ    = "vector-ivfpq"     // LanceDB's own IVF_PQ
+	// benchVectorRemote: searches through the index with every store request delayed
+	// (-store-faults latency=20ms), an object store's round trips.
+	benchVectorRemote = "vector-indexed-remote"
 )
 
 // Issue 13's targets.
@@ -39,6 +42,10 @@ type vectorSearch struct {
 	Recall  float64   `json:"recall_at_10"`
 	Warmup  float64   `json:"warmup_seconds"`
 	PeakRSS int64     `json:"peak_rss_bytes"`
+	// Requests are the worker's store requests per timed search; Faults the injected
+	// store faults (vector-indexed-remote).
+	Requests float64 `json:"store_requests_per_query"`
+	Faults   string  `json:"store_faults"`
 }
 
 // vectorIndex is what bench/vector_bench -mode index prints.
@@ -149,6 +156,9 @@ func vectorReport(e *emitter, meta Meta, results []Result) {
 				"1,000,000 rows.",
 				iq/eq, vectorIndexSpeedup, vectorNProbes, builds[0].Partitions, 100*f, rec, 1/f, ti, te, shared))
 		}
+		if req, _ := medianOfF(indexed, func(v vectorSearch) float64 { return v.Requests }); req > 0 {
+			details = append(details, fmt.Sprintf("- indexed: %.1f store requests per search", req))
+		}
 		details = append(details, fmt.Sprintf("- indexed q/s: %s", fmtVals(iqv)), fmt.Sprintf("- indexed recall@10: %s", fmtVals(recv)),
 			fmt.Sprintf("- exact q/s on the indexed store (one run, which also gave the ground truth): %.3f (first search, loading the decoded vectors: %.1f s)",
 				eq, exactANN[0].Warmup))
@@ -178,6 +188,14 @@ func vectorReport(e *emitter, meta Meta, results []Result) {
 		}
 		e.row(row)
 		details = append(details, fmt.Sprintf("- index build: %.1f s, RSS before %s, peak %s", b.Seconds, mib(b.RSSBefore), mib(b.PeakRSS)))
+	}
+	if remote := decodeAs[vectorSearch](pick(results, benchVectorRemote, SideGo, "")); len(remote) > 0 && len(remote[0].Seconds) > 0 {
+		r := remote[0]
+		p50 := 1000 * medianSeconds(r.Seconds)
+		e.row(tableRow{id: "13.8", title: fmt.Sprintf("8. same index, every store request delayed (%s, an object store's round trips): search p50 and store requests per search", r.Faults),
+			lancectx: fmt.Sprintf("%.1f ms, %.1f requests", p50, r.Requests), lancedb: "—", ratio: "—", cpuRatio: "—", target: "reported", met: "—"})
+		details = append(details, fmt.Sprintf("- indexed through %s: p50 %.1f ms, %.1f q/s, %.1f store requests per search, recall@10 %.3f",
+			r.Faults, p50, r.QPS, r.Requests, r.Recall))
 	}
 	e.missed(misses)
 	e.runFooter(meta, "LanceDB "+meta.LanceDB+" (node)", []string{fmt.Sprintf("repetitions: %d", meta.Reps)}, meta.VectorNotes, details)
