@@ -4,66 +4,32 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lancectx/lancectx/internal/gate"
 	"github.com/lancectx/lancectx/objstore"
 )
 
-// gateStore holds every range read, once armed, until want of them are in flight at
-// once, then lets all through: reads issued one after another never get there, and
-// the first one fails when the context ends (the deadline only ends a call that would
-// wait forever; nothing is timed).
+// gateStore counts range reads and holds them, once armed, until a number of them are
+// in flight at once (internal/gate): reads issued one after another fail with their
+// context's error instead.
 type gateStore struct {
 	objstore.Store
-	armed    atomic.Bool
-	reads    atomic.Int64
-	want     int
-	mu       sync.Mutex
-	inflight int
-	maxSeen  int
-	open     chan struct{}
-	once     sync.Once
-}
-
-func (g *gateStore) arm(want int) {
-	g.mu.Lock()
-	g.want, g.inflight, g.maxSeen = want, 0, 0
-	g.open, g.once = make(chan struct{}), sync.Once{}
-	g.mu.Unlock()
-	g.armed.Store(true)
+	reads atomic.Int64
+	gate  gate.Gate
 }
 
 func (g *gateStore) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
 	g.reads.Add(1)
-	if !g.armed.Load() {
-		return g.Store.GetRange(ctx, key, off, length)
+	leave, err := g.gate.Enter(ctx)
+	if err != nil {
+		return nil, err
 	}
-	g.mu.Lock()
-	g.inflight++
-	g.maxSeen = max(g.maxSeen, g.inflight)
-	open := g.open
-	if g.inflight >= g.want {
-		g.once.Do(func() { close(open) })
-	}
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.inflight--
-		g.mu.Unlock()
-	}()
-	select {
-	case <-open:
-	case <-ctx.Done():
-		g.mu.Lock()
-		seen, want := g.maxSeen, g.want
-		g.mu.Unlock()
-		return nil, fmt.Errorf("%w: at most %d reads were in flight together, want %d", ctx.Err(), seen, want)
-	}
+	defer leave()
 	return g.Store.GetRange(ctx, key, off, length)
 }
 
@@ -90,8 +56,7 @@ func TestLookupKeysTakesTheRowsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	releaseAll(recs)
-	gs.arm(len(keys))
-	defer gs.armed.Store(false)
+	gs.gate.Arm(len(keys))
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	recs, err = ds.LookupKeys(tctx, cache, "t", "id", keys, []string{"id"})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,53 +11,24 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/lancectx/lancectx/internal/gate"
 	"github.com/lancectx/lancectx/lance/schema"
 )
 
-// gateSource holds every read of a take until want of them are in flight at once,
-// then lets all through. A take that issues its reads one after another never gets
-// there: its first read waits until the context ends, and the take fails with the
-// context's error. So the test sees whether the reads went out together without
-// timing anything (the deadline only ends a take that would wait forever).
+// gateSource holds the reads of a take until a number of them are in flight at once
+// (internal/gate): a take whose reads go out one after another fails with its
+// context's error instead.
 type gateSource struct {
-	src      Source
-	armed    atomic.Bool
-	want     int
-	mu       sync.Mutex
-	inflight int
-	maxSeen  int
-	open     chan struct{}
-	once     sync.Once
-}
-
-func newGateSource(src Source, want int) *gateSource {
-	return &gateSource{src: src, want: want, open: make(chan struct{})}
+	src  Source
+	gate gate.Gate
 }
 
 func (g *gateSource) ReadRange(ctx context.Context, off, length int64) ([]byte, error) {
-	if !g.armed.Load() {
-		return g.src.ReadRange(ctx, off, length)
+	leave, err := g.gate.Enter(ctx)
+	if err != nil {
+		return nil, err
 	}
-	g.mu.Lock()
-	g.inflight++
-	g.maxSeen = max(g.maxSeen, g.inflight)
-	if g.inflight >= g.want {
-		g.once.Do(func() { close(g.open) })
-	}
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.inflight--
-		g.mu.Unlock()
-	}()
-	select {
-	case <-g.open:
-	case <-ctx.Done():
-		g.mu.Lock()
-		seen := g.maxSeen
-		g.mu.Unlock()
-		return nil, fmt.Errorf("%w: at most %d reads were in flight together, want %d", ctx.Err(), seen, g.want)
-	}
+	defer leave()
 	return g.src.ReadRange(ctx, off, length)
 }
 
@@ -115,12 +84,12 @@ func TestTakeReadsGoOutTogether(t *testing.T) {
 				continue // 2.0 stores a struct's leaves as columns of its children: the case above covers them
 			}
 			t.Run(v.String()+"/"+c.name, func(t *testing.T) {
-				gs := newGateSource(BytesSource(data), c.want)
+				gs := &gateSource{src: BytesSource(data)}
 				r, err := OpenWith(context.Background(), gs, int64(len(data)), ReaderOptions{PageCacheBytes: -1})
 				if err != nil {
 					t.Fatal(err)
 				}
-				gs.armed.Store(true)
+				gs.gate.Arm(c.want)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				got, err := r.Take(ctx, c.fields, c.rows)
