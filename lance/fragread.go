@@ -19,10 +19,12 @@ import (
 // fragmentReader reads rows of one fragment across its data files.
 type fragmentReader struct {
 	frag *tablepb.DataFragment
-	// mu guards readers, views and rowIDs: a fragment's batches are read concurrently.
+	// mu guards readers, views, opening and rowIDs (never across I/O): a fragment's
+	// batches, and the takes of a Dataset's searches, read it concurrently.
 	mu      sync.Mutex
 	readers map[string]*file.Reader // by data file path
 	views   map[string]*fileView    // by data file path
+	opening map[string]*fileOpen    // by data file path: being opened
 	// rowIDs are the stable row ids of the fragment's physical rows, decoded on first use.
 	rowIDs []uint64
 	// owner maps the field ids a data file lists to it: every field of a 2.0 file, only
@@ -62,14 +64,58 @@ func openFragment(frag *tablepb.DataFragment) (*fragmentReader, error) {
 	return fr, nil
 }
 
-// reader opens a data file of the fragment (once) with its view.
+// reader opens a data file of the fragment (once) with its view. The open (a stat and
+// the file's footer) runs outside fr.mu: a Dataset keeps its fragments, so the searches
+// of a version share them, and a call that finds the file being opened waits for that
+// open under its own context instead of behind a lock held across the reads.
 func (fr *fragmentReader) reader(ctx context.Context, st objstore.Reader, df *tablepb.DataFile) (*file.Reader, *fileView, error) {
-	// Opening under the lock: concurrent batches of a fragment open each file once.
+	path := df.GetPath()
 	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	if r, ok := fr.readers[df.GetPath()]; ok {
-		return r, fr.views[df.GetPath()], nil
+	if r, ok := fr.readers[path]; ok {
+		v := fr.views[path]
+		fr.mu.Unlock()
+		return r, v, nil
 	}
+	if o, ok := fr.opening[path]; ok {
+		fr.mu.Unlock()
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		if o.err == nil {
+			return o.r, o.v, nil
+		}
+		// That open failed (perhaps its caller gave up): open it ourselves.
+		return fr.open(ctx, st, df)
+	}
+	o := &fileOpen{done: make(chan struct{})}
+	if fr.opening == nil {
+		fr.opening = map[string]*fileOpen{}
+	}
+	fr.opening[path] = o
+	fr.mu.Unlock()
+	o.r, o.v, o.err = fr.open(ctx, st, df)
+	fr.mu.Lock()
+	delete(fr.opening, path)
+	if o.err == nil {
+		fr.readers[path], fr.views[path] = o.r, o.v
+	}
+	fr.mu.Unlock()
+	close(o.done)
+	return o.r, o.v, o.err
+}
+
+// fileOpen is a data file being opened; calls that want it wait for it.
+type fileOpen struct {
+	done chan struct{}
+	r    *file.Reader
+	v    *fileView
+	err  error
+}
+
+// open opens data file df of the fragment with its view.
+func (fr *fragmentReader) open(ctx context.Context, st objstore.Reader, df *tablepb.DataFile) (*file.Reader, *fileView, error) {
 	key := dataDir + df.GetPath()
 	size := int64(df.GetFileSizeBytes())
 	if size == 0 {
@@ -87,8 +133,6 @@ func (fr *fragmentReader) reader(ctx context.Context, st objstore.Reader, df *ta
 	if err != nil {
 		return nil, nil, fmt.Errorf("data file %s of fragment %d: %w", df.GetPath(), fr.frag.GetId(), err)
 	}
-	fr.readers[df.GetPath()] = r
-	fr.views[df.GetPath()] = v
 	return r, v, nil
 }
 

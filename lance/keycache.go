@@ -436,9 +436,9 @@ func (d *Dataset) LookupKeys(ctx context.Context, cache *KeyCache, scope, column
 			}
 		}
 	}
+	// Each key is in one fragment's picks: the takes fill disjoint elements of recs.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(lookupTakes)
-	var mu sync.Mutex
 	for _, fp := range plan {
 		g.Go(func() error {
 			take := make([]uint64, len(fp.picks))
@@ -451,8 +451,6 @@ func (d *Dataset) LookupKeys(ctx context.Context, cache *KeyCache, scope, column
 				return err
 			}
 			defer rec.Release()
-			mu.Lock()
-			defer mu.Unlock()
 			for j, p := range fp.picks {
 				recs[p.key] = rec.NewSlice(int64(j), int64(j)+1)
 			}
